@@ -1,0 +1,40 @@
+# The two commands a new user needs: `make run` (set up, then train and evaluate on the embedded data)
+# and `make test` (set up, then lint and test). Both create .venv/ on first use.
+SHELL := /bin/bash
+VENV := .venv
+VENV_NEXT := .venv-py311
+RUN_DIR ?= runs/default
+
+.PHONY: setup run test lint test-next lock clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements/lock-py310.txt pyproject.toml scripts/setup-venv.sh
+	scripts/setup-venv.sh 3.10 requirements/lock-py310.txt $(VENV) --no-deps kfp-pipeline-spec==0.2.2
+
+run: setup
+	$(VENV)/bin/cdgt train --dataset synthetic --output $(RUN_DIR)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: lint
+	$(VENV)/bin/python -m pytest
+
+# CI stage 2: the cdgt_keras library on Python 3.11 with tensorflow 2.21 / keras 3.15.
+$(VENV_NEXT)/.installed: requirements/lock-py311-tf221.txt pyproject.toml scripts/setup-venv.sh
+	scripts/setup-venv.sh 3.11 requirements/lock-py311-tf221.txt $(VENV_NEXT)
+
+test-next: $(VENV_NEXT)/.installed
+	$(VENV_NEXT)/bin/python -m pytest tests/cdgt_keras
+
+# Regenerate the lock from requirements/py310.in in a scratch venv.
+lock:
+	rm -rf .venv-lock
+	python3.10 -m venv .venv-lock && .venv-lock/bin/pip install --quiet -r requirements/py310.in
+	{ head -2 requirements/lock-py310.txt; .venv-lock/bin/pip freeze | grep -v -i '^kfp-pipeline-spec=='; } \
+	  > requirements/lock-py310.txt.new && mv requirements/lock-py310.txt.new requirements/lock-py310.txt
+	rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) $(VENV_NEXT) .pytest_cache .ruff_cache

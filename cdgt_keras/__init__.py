@@ -1,0 +1,45 @@
+"""cdgt_keras: CD-GTMLL in Keras 3 (TensorFlow backend), with no TFX dependency.
+
+The light parts (config, labels, metrics, thresholds, synthetic data) import without TensorFlow; the model
+and everything that needs TensorFlow load on first use of their names.
+
+Example:
+    >>> from cdgt_keras import CDGTConfig, synthetic_splits
+    >>> cfg = CDGTConfig.preset("paper")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.labels import head_tail_split, label_frequencies, label_order, partition_labels
+
+__version__ = "0.1.0"
+
+# name -> module, imported on first attribute access (PEP 562) so that `import cdgt_keras` stays light.
+_LAZY = {
+    "CDGTModel": "cdgt_keras.model",
+    "PlayerLayout": "cdgt_keras.layout",
+    "Fusion": "cdgt_keras.fusion",
+    "fusion_weights": "cdgt_keras.fusion",
+    "rarity_weights": "cdgt_keras.objectives",
+    "tune_thresholds": "cdgt_keras.thresholds",
+    "apply_thresholds": "cdgt_keras.thresholds",
+    "synthetic_dataset": "cdgt_keras.synthetic",
+    "synthetic_splits": "cdgt_keras.synthetic",
+    "MultiLabelData": "cdgt_keras.synthetic",
+    "report": "cdgt_keras.metrics",
+    "format_report": "cdgt_keras.metrics",
+}
+
+__all__ = ["CDGTConfig", "head_tail_split", "label_frequencies", "label_order", "partition_labels", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cdgt_keras' has no attribute {name!r}")

@@ -1,0 +1,278 @@
+"""CDGTConfig: every hyper-parameter of CD-GTMLL in one validated object (SPEC §2-7).
+
+One parameter, one road: the CLI, the pipeline, the trainer and the model all read this object, and no other
+place declares a default.
+
+Example:
+    >>> cfg = CDGTConfig(n_players=4).replace(alpha=0.3)
+    >>> CDGTConfig.from_dict(cfg.to_dict()) == cfg
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+# The allowed values of every categorical field; validation and --help read them from here.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "fusion": ("mean", "core", "max", "attention"),
+    "schedule": ("cyclic", "simultaneous"),
+    "rarity": ("paper", "inverse_sqrt", "inverse", "none"),
+    "correctness": ("all", "positives"),
+    "payoff": ("bce", "soft_f1", "focal", "asl", "weighted_bce"),
+    "disagreement": ("kl", "js", "kl_clipped"),
+    "beta_schedule": ("constant", "anneal"),
+    "thresholds": ("fixed", "global", "per_label"),
+    "activation": ("relu", "gelu", "tanh", "swish"),
+}
+
+# Presets: named sets of overrides on top of the defaults.
+PRESETS: dict[str, dict[str, Any]] = {
+    # The paper's literal method (SPEC §5): the formulas exactly as published.
+    "paper": {
+        "n_players": 3, "overlap": 0.2, "alpha": 0.5, "beta": 0.2, "fusion": "mean", "schedule": "cyclic",
+        "rarity": "paper", "correctness": "all", "payoff": "bce", "disagreement": "kl",
+        "beta_schedule": "constant",
+    },
+    # The strongest simple baseline of SPEC §5a: one predictor, BCE weighted by freq^-1/2, no game.
+    "rarity_bce": {
+        "n_players": 1, "alpha": 0.0, "beta": 0.0, "payoff": "weighted_bce", "rarity": "inverse_sqrt",
+    },
+    # The paper's ablations (Experiments): variant A (no curiosity), variant B (single predictor).
+    "no_curiosity": {"alpha": 0.0},
+    "single_predictor": {"n_players": 1, "alpha": 0.0, "payoff": "weighted_bce", "rarity": "paper"},
+}
+
+
+def _tuple_of_ints(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    if isinstance(value, int):
+        value = [value]
+    return tuple(int(v) for v in value)
+
+
+@dataclass(frozen=True)
+class CDGTConfig:
+    """Every hyper-parameter of CD-GTMLL; defaults are the paper's (SPEC §2-6)."""
+
+    # Players and partition (SPEC §2)
+    n_players: int = 3
+    overlap: float = 0.2
+    # Curiosity (SPEC §5)
+    alpha: float = 0.5
+    beta: float = 0.2
+    rarity: str = "paper"
+    rarity_clip: float = 10.0
+    correctness: str = "all"
+    disagreement: str = "kl"
+    disagreement_cap: float = math.log(2.0)
+    beta_schedule: str = "constant"
+    # Payoff R (SPEC §5) and its loss parameters
+    payoff: str = "bce"
+    focal_gamma: float = 2.0
+    asl_gamma_pos: float = 0.0
+    asl_gamma_neg: float = 4.0
+    asl_clip: float = 0.05
+    # Fusion (SPEC §4)
+    fusion: str = "mean"
+    core_weight: float = 0.75
+    attention_dim: int = 32
+    # Learning (SPEC §6)
+    schedule: str = "cyclic"
+    learning_rate: float = 1e-3
+    player_learning_rates: tuple[float, ...] = ()
+    batch_size: int = 256
+    epochs: int = 20
+    early_stopping_patience: int = 3
+    # Model (SPEC §3)
+    encoder_hidden: tuple[int, ...] = (512,)
+    head_hidden: tuple[int, ...] = (256,)
+    shared_encoder: bool = True
+    dropout: float = 0.2
+    activation: str = "relu"
+    # Decisions and evaluation (SPEC §1, §4, §7)
+    thresholds: str = "per_label"
+    min_threshold_positives: int = 5
+    head_fraction: float = 0.2
+    tail_fraction: float = 0.2
+    psp_a: float = 0.55
+    psp_b: float = 1.5
+    seed: int = 0
+    preset_name: str = field(default="", compare=False)  # the preset this config started from, if any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "encoder_hidden", _tuple_of_ints(self.encoder_hidden))
+        object.__setattr__(self, "head_hidden", _tuple_of_ints(self.head_hidden))
+        rates = self.player_learning_rates
+        if isinstance(rates, str):
+            rates = [r for r in rates.replace(" ", "").split(",") if r]
+        elif isinstance(rates, (int, float)):
+            rates = [rates]
+        object.__setattr__(self, "player_learning_rates", tuple(float(r) for r in rates))
+        self.validate()
+
+    # ----------------------------------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Raise ValueError naming the first field whose value is not allowed."""
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; choose one of {list(allowed)}")
+        _check(self.n_players >= 1, "n_players", self.n_players, "an integer >= 1")
+        _check(0.0 <= self.overlap < 1.0, "overlap", self.overlap, "a number in [0, 1)")
+        for name in ("alpha", "beta", "focal_gamma", "asl_gamma_pos", "asl_gamma_neg"):
+            _check(getattr(self, name) >= 0.0, name, getattr(self, name), "a number >= 0")
+        _check(self.rarity_clip >= 1.0, "rarity_clip", self.rarity_clip, "a number >= 1")
+        _check(self.disagreement_cap > 0.0, "disagreement_cap", self.disagreement_cap, "a number > 0")
+        _check(0.0 <= self.asl_clip < 1.0, "asl_clip", self.asl_clip, "a number in [0, 1)")
+        _check(0.0 < self.core_weight <= 1.0, "core_weight", self.core_weight, "a number in (0, 1]")
+        _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
+        _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
+        _check(
+            len(self.player_learning_rates) in (0, self.n_players) and all(r > 0 for r in self.player_learning_rates),
+            "player_learning_rates", self.player_learning_rates,
+            f"empty (use learning_rate) or {self.n_players} positive numbers, one per player",
+        )
+        _check(self.batch_size >= 1, "batch_size", self.batch_size, "an integer >= 1")
+        _check(self.epochs >= 0, "epochs", self.epochs, "an integer >= 0")
+        _check(self.early_stopping_patience >= 0, "early_stopping_patience", self.early_stopping_patience, ">= 0")
+        _check(all(h >= 1 for h in self.encoder_hidden), "encoder_hidden", self.encoder_hidden, "positive sizes")
+        _check(all(h >= 1 for h in self.head_hidden), "head_hidden", self.head_hidden, "positive sizes")
+        _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
+        _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
+        for name in ("head_fraction", "tail_fraction"):
+            _check(0.0 < getattr(self, name) <= 1.0, name, getattr(self, name), "a number in (0, 1]")
+        _check(self.head_fraction + self.tail_fraction <= 1.0, "head_fraction + tail_fraction",
+               self.head_fraction + self.tail_fraction, "at most 1")
+        _check(self.psp_a > 0 and self.psp_b > 0, "psp_a/psp_b", (self.psp_a, self.psp_b), "positive numbers")
+        _check(not self.preset_name or self.preset_name in PRESETS, "preset", self.preset_name,
+               f"one of {sorted(PRESETS)}")
+
+    def player_learning_rate(self, player: int) -> float:
+        """Learning rate eta_i of player i (0-based): its own if given, else the shared one."""
+        return self.player_learning_rates[player] if self.player_learning_rates else self.learning_rate
+
+    # ----------------------------------------------------------------------------------------- construction
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> CDGTConfig:
+        """A named preset (see PRESETS) with optional overrides: `CDGTConfig.preset("paper", seed=1)`."""
+        if name not in PRESETS:
+            raise ValueError(f"preset={name!r} is not known; choose one of {sorted(PRESETS)}")
+        return cls.from_dict({**overrides, "preset": name})
+
+    def replace(self, **changes: Any) -> CDGTConfig:
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, assignments: list[str]) -> CDGTConfig:
+        """Apply `key=value` strings (the CLI's `--set`), parsing each value as the field's type."""
+        return self.replace(**parse_assignments(assignments))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON/YAML-ready dict of every field."""
+        out = dataclasses.asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CDGTConfig:
+        """Build from a dict; `preset: NAME` starts from that preset and the other keys override it.
+
+        Unknown keys are an error naming them and listing the known ones.
+        """
+        data = dict(data)
+        name = data.pop("preset", None) or data.get("preset_name") or ""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown}; known fields: {sorted(known)}")
+        if name:
+            if name not in PRESETS:
+                raise ValueError(f"preset={name!r} is not known; choose one of {sorted(PRESETS)}")
+            data = {**PRESETS[name], **data, "preset_name": name}
+        return cls(**{k: _coerce(k, v) for k, v in data.items()})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def save(self, path: str | Path) -> None:
+        """Write as YAML (.yaml/.yml) or JSON (anything else)."""
+        path = Path(path)
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=True))
+        else:
+            path.write_text(self.to_json() + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CDGTConfig:
+        """Read a YAML or JSON file; errors name the file."""
+        path = Path(path)
+        text = path.read_text()
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text) or {}
+            else:
+                data = json.loads(text)
+        except Exception as err:  # yaml and json raise different types; both become one clear error
+            kind = "YAML" if path.suffix in (".yaml", ".yml") else "JSON"
+            raise ValueError(f"{path}: not valid {kind}: {err}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
+        try:
+            return cls.from_dict(data)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{path}: {err}") from None
+
+
+def _check(ok: bool, name: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}={value!r} is not allowed; expected {expected}")
+
+
+_FIELD_TYPES = {f.name: f.type for f in fields(CDGTConfig)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn a string (from `--set` or a loose file) into the field's type; leave other values alone."""
+    if not isinstance(value, str):
+        return value
+    kind = _FIELD_TYPES[name]
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind == "bool":
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not allowed; expected a value of type {kind}") from None
+    return value
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """Parse `["alpha=0.3", "head_hidden=256,128"]` into typed field values."""
+    out: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected key=value")
+        if key not in _FIELD_TYPES:
+            raise ValueError(f"--set {item!r}: unknown config field {key!r}; known fields: {sorted(_FIELD_TYPES)}")
+        out[key] = _coerce(key, value.strip())
+    return out

@@ -1,0 +1,250 @@
+"""CDGTModel: N player heads on a shared encoder, fused into one prediction, trained as a game (SPEC §3-6).
+
+Example:
+    >>> model = CDGTModel(CDGTConfig(n_players=3), label_freq=freq)
+    >>> model.compile(optimizer=keras.optimizers.Adam(1e-3))   # the shared encoder's optimizer
+    >>> model.fit(x_train, y_train, epochs=5)                   # players use their own optimizers
+    >>> probs = model.predict(x_test)                           # fused p_hat [n, L]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from cdgt_keras import objectives as obj
+from cdgt_keras import train_step as steps
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.encoders import mlp
+from cdgt_keras.fusion import Fusion, flatten_players
+from cdgt_keras.layout import PlayerLayout
+
+
+@keras.saving.register_keras_serializable(package="cdgt")
+class CDGTModel(keras.Model):
+    """The CD-GTMLL model. Input: dense features, a tf.SparseTensor (bag-of-words), or encoded features
+    (set `encoder_hidden=()`). Output: fused probabilities [B, L]; `call(x, return_players=True)` also
+    returns each player's probabilities over its own labels."""
+
+    def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        cfg = config if isinstance(config, CDGTConfig) else CDGTConfig.from_dict(config)
+        self.cdgt_config = cfg
+        self.label_freq = np.asarray(label_freq, dtype=np.float64)
+        self.layout = PlayerLayout.from_frequencies(self.label_freq, cfg.n_players, cfg.overlap)
+        self.num_labels = self.layout.num_labels
+        act, drop = cfg.activation, cfg.dropout
+        n = cfg.n_players
+        self.shared_encoder = mlp(cfg.encoder_hidden, activation=act, dropout=drop, name="encoder") \
+            if cfg.shared_encoder else None
+        self.player_encoders = [] if cfg.shared_encoder else [
+            mlp(cfg.encoder_hidden, activation=act, dropout=drop, name=f"player{i + 1}_encoder") for i in range(n)]
+        self.heads = [mlp(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
+                          name=f"player{i + 1}_head") for i, labels in enumerate(self.layout.player_labels)]
+        self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
+        self.player_optimizers = [keras.optimizers.Adam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
+                                  for i in range(n)]
+        self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
+        self._tables(cfg)
+        self._trackers(n)
+
+    # ------------------------------------------------------------------------------------------ structure
+    def _tables(self, cfg: CDGTConfig) -> None:
+        """Constant tensors of the game: rarity weights, label blocks, overlap and peer tables."""
+        lay = self.layout
+        self.rarity_w = tf.constant(obj.rarity_weights(self.label_freq, cfg.rarity, cfg.rarity_clip))
+        self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in lay.player_labels]
+        self.overlap_pos = [tf.constant(p, dtype=tf.int32) for p in lay.overlap_positions]
+        self.peer_idx = [tf.constant(p) for p in lay.peer_index]
+        self.peer_msk = [tf.constant(p) for p in lay.peer_mask]
+        upper = [lay.upper_half[labels] for labels in lay.overlap_labels]
+        self.overlap_upper = tf.constant(np.concatenate(upper).astype(np.float32) if upper else np.zeros(0, np.float32))
+
+    def _trackers(self, n: int) -> None:
+        names = ["loss", "payoff", "potential", "kl_head", "kl_tail"]
+        for i in range(n):
+            names += [f"player{i + 1}_{part}" for part in ("loss", "curiosity", "rarity", "disagreement")]
+        self.trackers = {name: keras.metrics.Mean(name=name) for name in names}
+
+    @property
+    def metrics(self) -> list[keras.metrics.Metric]:
+        return list(self.trackers.values())
+
+    def build(self, input_shape: Any) -> None:
+        """Build every layer and every player's optimizer on exactly the variables it updates."""
+        if self.shared_encoder is not None:
+            self.shared_encoder.build(input_shape)
+            context_shape = self.shared_encoder.compute_output_shape(input_shape)
+            contexts = [context_shape] * self.cdgt_config.n_players
+        else:
+            contexts = []
+            for encoder in self.player_encoders:
+                encoder.build(input_shape)
+                contexts.append(encoder.compute_output_shape(input_shape))
+        for head, shape in zip(self.heads, contexts):
+            head.build(shape)
+        self.fusion.build(context_shape=contexts[0])
+        for i, optimizer in enumerate(self.player_optimizers):
+            if not optimizer.built:
+                optimizer.build(self.player_variables(i))
+        self.built = True
+        self._build_shared_optimizer()
+
+    def _build_shared_optimizer(self) -> None:
+        """The compiled optimizer updates only the shared variables (STACK.md item 2)."""
+        if getattr(self, "optimizer", None) is not None and not self.optimizer.built:
+            self.optimizer.build(self.shared_variables())
+
+    def compile_from_config(self, config: dict[str, Any]) -> None:
+        """Re-compile on load and build the optimizer on the shared variables before its state loads."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self._build_shared_optimizer()
+
+    def player_variables(self, i: int) -> list[keras.Variable]:
+        """theta_i: player i's head, plus its own encoder when encoders are not shared."""
+        own = self.player_encoders[i].trainable_variables if self.player_encoders else []
+        return own + self.heads[i].trainable_variables
+
+    def shared_variables(self) -> list[keras.Variable]:
+        """What ascends the potential Phi: the shared encoder and the attention-fusion parameters."""
+        encoder = self.shared_encoder.trainable_variables if self.shared_encoder is not None else []
+        return encoder + self.fusion.trainable_variables
+
+    # ------------------------------------------------------------------------------------------ forward
+    def contexts(self, x: Any, training: bool = False) -> list[tf.Tensor]:
+        """The features each player reads: e(x) shared, or each player's own e_i(x)."""
+        if self.shared_encoder is not None:
+            return [self.shared_encoder(x, training=training)] * self.cdgt_config.n_players
+        return [encoder(x, training=training) for encoder in self.player_encoders]
+
+    def player_probs(self, i: int, context: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """pi_i = sigmoid(head_i(context)) over player i's labels [B, |L_i|]."""
+        return tf.sigmoid(self.heads[i](context, training=training))
+
+    def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
+        contexts = self.contexts(inputs, training)
+        probs = [self.player_probs(i, c, training) for i, c in enumerate(contexts)]
+        fused = self.fusion(probs, contexts)
+        return {"fused": fused, "players": probs} if return_players else fused
+
+    # ------------------------------------------------------------------------------------------ the game
+    def beta_now(self) -> tf.Tensor:
+        """beta, or beta decayed linearly to 0 over `beta_anneal_steps` training steps (`anneal`)."""
+        beta = tf.constant(self.cdgt_config.beta, tf.float32)
+        if self.cdgt_config.beta_schedule == "constant":
+            return beta
+        step = tf.cast(self.player_optimizers[0].iterations, tf.float32)
+        total = tf.convert_to_tensor(self.beta_anneal_steps)
+        return tf.where(total > 0, beta * tf.maximum(0.0, 1.0 - step / tf.maximum(total, 1.0)), beta)
+
+    def payoff(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
+        cfg = self.cdgt_config
+        return obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
+                          asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
+
+    def curiosity_parts(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
+                        peer_flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """Player i's rarity part, disagreement part (before beta), and per-label D values [B, |O_i|]."""
+        cfg, L = self.cdgt_config, self.num_labels
+        weighted = obj.correctness(y, fused, cfg.correctness) * self.rarity_w
+        rarity = obj.rarity_part(weighted, self.player_label_ids[i], L)
+        own = tf.gather(probs[i], self.overlap_pos[i], axis=1)
+        peers = obj.peer_mean(peer_flat, self.peer_idx[i], self.peer_msk[i])
+        values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
+        return rarity, obj.disagreement_part(values, L), (own, peers)
+
+    def player_objective(self, i: int, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor],
+                         beta: tf.Tensor) -> tf.Tensor:
+        """J_i = R + alpha * C_i with every other player's output held fixed (SPEC §5)."""
+        fixed = [p if j == i else tf.stop_gradient(p) for j, p in enumerate(probs)]
+        ctx = [c if j == i else tf.stop_gradient(c) for j, c in enumerate(contexts)]
+        fused = self.fusion(fixed, ctx)
+        value = self.payoff(y, fused)
+        if self.cdgt_config.alpha > 0:
+            rarity, dis, _ = self.curiosity_parts(i, y, fused, fixed, flatten_players(fixed))
+            value += self.cdgt_config.alpha * (rarity + beta * dis)
+        return value
+
+    def game(self, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor],
+             beta: tf.Tensor) -> dict[str, Any]:
+        """Every term of the game at the given outputs, differentiable everywhere: R, each C_i (rarity and
+        disagreement parts), Phi = R + alpha * sum_i C_i, each J_i, and the KL diagnostics."""
+        fused = self.fusion(probs, contexts)
+        R = self.payoff(y, fused)
+        flat = flatten_players(probs)
+        out: dict[str, Any] = {"payoff": R, "rarity": [], "disagreement": [], "curiosity": [], "objective": []}
+        pairs = []
+        for i in range(self.cdgt_config.n_players):
+            rarity, dis, pair = self.curiosity_parts(i, y, fused, probs, flat)
+            curiosity = rarity + beta * dis
+            out["rarity"].append(rarity)
+            out["disagreement"].append(dis)
+            out["curiosity"].append(curiosity)
+            out["objective"].append(R + self.cdgt_config.alpha * curiosity)
+            pairs.append(pair)
+        out["potential"] = R + self.cdgt_config.alpha * tf.add_n(out["curiosity"])
+        kl = tf.concat([obj.bernoulli_kl(own, peers) for own, peers in pairs], axis=1)  # [B, sum |O_i|]
+        out["kl_head"] = _masked_mean(kl, self.overlap_upper)
+        out["kl_tail"] = _masked_mean(kl, 1.0 - self.overlap_upper)
+        return out
+
+    def record(self, terms: dict[str, Any], batch_size: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Update the step metrics (global means under tf.distribute) and return their values."""
+        values = {"loss": -terms["potential"], "payoff": terms["payoff"], "potential": terms["potential"],
+                  "kl_head": terms["kl_head"], "kl_tail": terms["kl_tail"]}
+        for i in range(self.cdgt_config.n_players):
+            values[f"player{i + 1}_loss"] = -terms["objective"][i]
+            values[f"player{i + 1}_curiosity"] = terms["curiosity"][i]
+            values[f"player{i + 1}_rarity"] = terms["rarity"][i]
+            values[f"player{i + 1}_disagreement"] = terms["disagreement"][i]
+        for name, value in values.items():
+            self.trackers[name].update_state(value, sample_weight=batch_size)
+        return {name: tracker.result() for name, tracker in self.trackers.items()}
+
+    # ------------------------------------------------------------------------------------------ training
+    def _ensure_built(self, x: Any) -> None:
+        """Keras defers building to the first trace; the steps below call sub-layers, not the model."""
+        if not self.built:
+            self(x, training=False)
+
+    def train_step(self, data: Any) -> dict[str, tf.Tensor]:
+        x, y = steps.unpack(data, self.num_labels)
+        self._ensure_built(x)
+        if self.cdgt_config.schedule == "cyclic":
+            terms = steps.cyclic_step(self, x, y)
+        else:
+            terms = steps.simultaneous_step(self, x, y)
+        return self.record(terms, steps.batch_size(y))
+
+    def test_step(self, data: Any) -> dict[str, tf.Tensor]:
+        x, y = steps.unpack(data, self.num_labels)
+        self._ensure_built(x)
+        contexts = self.contexts(x, training=False)
+        probs = [self.player_probs(i, c) for i, c in enumerate(contexts)]
+        return self.record(self.game(y, probs, contexts, self.beta_now()), steps.batch_size(y))
+
+    def fit(self, *args: Any, callbacks: list | None = None, **kwargs: Any) -> Any:
+        """keras.Model.fit; with `beta_schedule="anneal"` it first sets the annealing horizon."""
+        callbacks = list(callbacks or [])
+        if self.cdgt_config.beta_schedule == "anneal":
+            callbacks.insert(0, steps.BetaAnnealing())
+        return super().fit(*args, callbacks=callbacks, **kwargs)
+
+    # ------------------------------------------------------------------------------------------ saving
+    def get_config(self) -> dict[str, Any]:
+        return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist()}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> CDGTModel:
+        return cls(**config)
+
+
+def _masked_mean(values: tf.Tensor, column_mask: tf.Tensor) -> tf.Tensor:
+    """Mean of values [B, C] over the columns where column_mask [C] is 1 (0 when none)."""
+    total = tf.reduce_sum(values * column_mask)
+    count = tf.reduce_sum(column_mask) * tf.cast(tf.shape(values)[0], tf.float32)
+    return tf.math.divide_no_nan(total, count)

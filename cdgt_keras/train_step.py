@@ -1,0 +1,134 @@
+"""The two learning schedules of SPEC §6, as functions of a CDGTModel and one batch.
+
+`cyclic_step` is the paper's Algorithm 1 (Gauss-Seidel best response): the encoder runs once, then each
+player in turn takes its gradient with the players before it already updated in this batch, and applies
+it with its own optimizer; finally the shared encoder takes its step on the potential Phi.
+`simultaneous_step` (Jacobi) takes one forward pass: each player's gradient is grad_theta_i J_i with the
+other players held fixed by stop-gradients, the encoder's is grad Phi, all at the same parameters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import keras
+import tensorflow as tf
+
+if TYPE_CHECKING:
+    from cdgt_keras.model import CDGTModel
+
+
+def unpack(data: Any, num_labels: int) -> tuple[Any, tf.Tensor]:
+    """(x, y) from a Keras batch; y becomes a dense float32 multi-hot [B, L] (it may arrive sparse)."""
+    x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+    if y is None:
+        raise ValueError("CDGTModel trains on (features, labels) batches; got no labels")
+    if isinstance(y, tf.SparseTensor):
+        y = tf.sparse.to_dense(y)
+    y = tf.cast(y, tf.float32)
+    y.shape.assert_is_compatible_with([None, num_labels])
+    return x, y
+
+
+def batch_size(y: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.shape(y)[0], tf.float32)
+
+
+def _replica_scale() -> float:
+    """Gradients are summed over replicas by the optimizers, so each replica's objective is divided by
+    their number (STACK.md item 3); logged values stay unscaled."""
+    return 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
+    """One batch of cyclic best response; returns the game terms at the start of the batch (as Keras logs
+    the loss before its update).
+
+    The shared encoder runs once and its gradient on Phi is taken at the batch's starting parameters (so
+    N=1, alpha=0 is exactly plain BCE training); it is applied after the players' sweep.
+    """
+    scale, beta, n = _replica_scale(), model.beta_now(), model.cdgt_config.n_players
+    shared = model.shared_variables()
+    with tf.GradientTape() as shared_tape:
+        contexts = model.contexts(x, training=True)  # the encoder runs once
+        probs = [model.player_probs(i, c, training=True) for i, c in enumerate(contexts)]
+        terms = model.game(y, probs, contexts, beta)
+        shared_loss = -terms["potential"] * scale
+    shared_grads = shared_tape.gradient(shared_loss, shared) if shared else []
+    fixed_ctx = [tf.stop_gradient(c) for c in contexts]
+    probs = [tf.stop_gradient(p) for p in probs]
+
+    def own_context(i: int) -> tf.Tensor:
+        """What player i reads: the fixed e(x), or x through its own (just updated) encoder."""
+        return model.player_encoders[i](x, training=True) if model.player_encoders else fixed_ctx[i]
+
+    for i in range(n):
+        with tf.GradientTape() as tape:
+            ctx = list(fixed_ctx)
+            ctx[i] = own_context(i)
+            live = list(probs)
+            live[i] = model.player_probs(i, ctx[i], training=True)
+            loss = -model.player_objective(i, y, live, ctx, beta) * scale
+        variables = model.player_variables(i)
+        model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
+        if i < n - 1:  # later players see player i's new parameters
+            probs[i] = tf.stop_gradient(model.player_probs(i, own_context(i), training=True))
+    if shared:
+        model.optimizer.apply_gradients(zip(shared_grads, shared))
+    return terms
+
+
+def simultaneous_gradients(model: CDGTModel, x: Any, y: tf.Tensor) -> tuple[list[list], list, dict[str, Any]]:
+    """One forward pass: per-player gradients of -J_i (others held fixed by stop-gradients), the shared
+    variables' gradient of -Phi, and the game terms. Both backward passes read the same forward."""
+    scale, beta, n = _replica_scale(), model.beta_now(), model.cdgt_config.n_players
+    with tf.GradientTape(persistent=True) as tape:
+        contexts = model.contexts(x, training=True)
+        probs = [model.player_probs(i, c, training=True) for i, c in enumerate(contexts)]
+        players_loss = -tf.add_n([model.player_objective(i, y, probs, contexts, beta) for i in range(n)]) * scale
+        terms = model.game(y, probs, contexts, beta)
+        shared_loss = -terms["potential"] * scale
+    groups = [model.player_variables(i) for i in range(n)]
+    flat = tape.gradient(players_loss, [v for group in groups for v in group])
+    player_grads, start = [], 0
+    for group in groups:
+        player_grads.append(flat[start:start + len(group)])
+        start += len(group)
+    shared = model.shared_variables()
+    shared_grads = tape.gradient(shared_loss, shared) if shared else []
+    del tape
+    return player_grads, shared_grads, terms
+
+
+def simultaneous_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
+    """Jacobi step: player i applies grad_theta_i J_i, the shared encoder grad Phi, all at the same parameters."""
+    player_grads, shared_grads, terms = simultaneous_gradients(model, x, y)
+    for i, grads in enumerate(player_grads):
+        model.player_optimizers[i].apply_gradients(zip(grads, model.player_variables(i)))
+    if shared_grads:
+        model.optimizer.apply_gradients(zip(shared_grads, model.shared_variables()))
+    return terms
+
+
+def player_gradients(model: CDGTModel, x: Any, y: tf.Tensor, training: bool = False) -> list[list[tf.Tensor]]:
+    """grad_theta_i J_i for every player at the current parameters, one tape each (the reference the
+    simultaneous schedule is tested against)."""
+    beta, out = model.beta_now(), []
+    for i in range(model.cdgt_config.n_players):
+        with tf.GradientTape() as tape:
+            contexts = model.contexts(x, training=training)
+            probs = [model.player_probs(j, c, training=training) for j, c in enumerate(contexts)]
+            value = model.player_objective(i, y, probs, contexts, beta)
+        out.append(tape.gradient(value, model.player_variables(i)))
+    return out
+
+
+class BetaAnnealing(keras.callbacks.Callback):
+    """Sets the model's beta-annealing horizon to the number of training steps of this fit."""
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        steps, epochs = self.params.get("steps"), self.params.get("epochs")
+        if not steps:
+            raise ValueError("beta_schedule='anneal' needs a dataset of known length: pass steps_per_epoch")
+        done = float(self.model.player_optimizers[0].iterations.numpy())
+        self.model.beta_anneal_steps.assign(done + float(steps) * float(epochs))

@@ -1,0 +1,274 @@
+"""The ingestion job: any source -> gzipped TFRecords of tf.Examples per split, `manifest.json`,
+`label_stats.json`, and (with on_error="skip") `rejects.jsonl`. One Beam pipeline, streaming: files are read
+record by record; the only whole-data state is per-label tallies (O(L)) and, for the catalogue, the join.
+
+Layout of `out`: `<split>/data-SSSSS-of-NNNNN.tfrecord.gz` (split = train, validation, test).
+
+Example:
+    >>> from components.formats.sources import make_source  # doctest: +SKIP
+    >>> build(make_source("arff", ["../shared/data/yeast"]), BuildOptions(out="/tmp/yeast"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from components import manifest, rare_variants
+from components.formats.errors import RecordError
+from components.formats.record import Record, to_tf_example
+from components.formats.splits import SPLITS
+from components.formats.vocabulary import Vocabulary, build_vocabulary, merge_tallies, tally
+from components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, write_json
+
+ON_ERROR = ("fail", "skip")
+
+
+@dataclass
+class BuildOptions:
+    """What to build and how; everything here is recorded in the manifest."""
+
+    out: str
+    task: str | None = None
+    on_error: str = "fail"
+    min_label_count: int = 0
+    rare_fraction: float = 0.0
+    rare_k: int = 0
+    seed: int = 0
+    head_fraction: float = 0.2
+    tail_fraction: float = 0.2
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+        if not 0.0 <= self.rare_fraction <= 1.0:
+            raise ValueError(f"rare fraction must be in [0, 1], got {self.rare_fraction}")
+        if self.rare_fraction > 0 and self.rare_k < 1:
+            raise ValueError("a rare variant needs rare_k >= 1 (the number of rarest labels to thin)")
+
+    @property
+    def rare(self) -> bool:
+        return self.rare_fraction > 0 and self.rare_k > 0
+
+
+def build(source: Any, options: BuildOptions, pipeline_args: Sequence[str] = ()) -> dict[str, Any]:
+    """Run the job; return the manifest. Bad input in fail mode raises (a runner may wrap it)."""
+    prepare_output(options.out, options.overwrite)
+    static = manifest.static_facts(
+        source, options.task, {k: v for k, v in asdict(options).items() if k != "out"}
+    )
+    with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as pipeline:
+        _graph(pipeline, source, options, static)
+    with open(os.path.join(options.out, manifest.MANIFEST_FILE), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def prepare_output(out: str, overwrite: bool) -> None:
+    """Refuse to mix with an earlier build unless `overwrite`, which deletes that build's files only."""
+    if "://" in out:
+        return
+    old = [os.path.join(out, n) for n in (manifest.MANIFEST_FILE, STATS_FILE, "rejects.jsonl")]
+    old = [p for p in old if os.path.exists(p)]
+    old += [p for s in SPLITS for p in glob.glob(os.path.join(out, s, "data-*.tfrecord.gz"))]
+    if old and not overwrite:
+        raise FileExistsError(
+            f"{out} already holds a built data set ({old[0]}); pass --overwrite to replace it"
+        )
+    for path in old:
+        os.remove(path)
+    os.makedirs(out, exist_ok=True)
+
+
+def _raise(error: RecordError) -> None:
+    raise error
+
+
+def _graph(pipeline: Any, source: Any, options: BuildOptions, static: dict[str, Any]) -> None:
+    records, rejects, notes = source.expand(pipeline, "Read")
+    if options.on_error == "fail":
+        _ = rejects | "FailOnReject" >> beam.Map(_raise)
+    else:
+        _ = (
+            rejects
+            | "RejectJson" >> beam.Map(lambda e: json.dumps(e.to_reject()))
+            | "WriteRejects"
+            >> beam.io.WriteToText(
+                os.path.join(options.out, "rejects"), ".jsonl", num_shards=1, shard_name_template=""
+            )
+        )
+    vocab, side = _vocabulary(pipeline, source, options)
+    view = beam.pvalue.AsSingleton(vocab)
+    records = records | "Remap" >> beam.Map(_remap, view)
+    plan = pipeline | "NoRarePlan" >> beam.Create([{}])
+    if options.rare:
+        train = side | "SideRemap" >> beam.Map(_remap, view) | "SideTrain" >> beam.Filter(_is_train)
+        rare = beam.pvalue.AsSingleton(vocab | "RareLabels" >> beam.Map(lambda v: v.rare))
+        plan = rare_variants.removal_plan(train, rare, options.seed, options.rare_fraction)
+        records = records | "RemoveRare" >> beam.Map(
+            rare_variants.without_removed, beam.pvalue.AsSingleton(plan)
+        )
+    written = _write_splits(records, options.out)
+    finish = {
+        "counts": records | "SplitCounts" >> beam.CombineGlobally(SplitCountsFn()),
+        "rejects": _by_reason(rejects | "RejectReason" >> beam.Map(lambda e: e.reason), "Rejects"),
+        "notes": _by_reason(notes, "Notes"),
+        "stats": (
+            records
+            | "Train" >> beam.Filter(_is_train)
+            | "TrainLabels" >> beam.Map(lambda r: r.labels)
+            | "LabelCounts" >> beam.CombineGlobally(LabelCountsFn())
+        ),
+        "vocab": vocab,
+        "plan": plan,
+    }
+    views = {k: beam.pvalue.AsSingleton(v) for k, v in finish.items()}
+    _ = (
+        pipeline
+        | "FinishSeed" >> beam.Create([None])
+        | "Finish" >> beam.Map(_finish, static, options, beam.pvalue.AsList(written), **views)
+    )
+
+
+def _is_train(record: Record) -> bool:
+    return record.split == "train"
+
+
+def _remap(record: Record, vocab: Vocabulary) -> Record:
+    return record.with_labels(vocab.remap_labels(record.labels))
+
+
+def _vocabulary(pipeline: Any, source: Any, options: BuildOptions) -> tuple[Any, Any]:
+    """A singleton Vocabulary; computed from a second, labels-only read when the labels depend on the data."""
+    fixed = source.label_names
+    if fixed is not None and not options.min_label_count and not options.rare:
+        return pipeline | "FixedVocabulary" >> beam.Create([Vocabulary(list(fixed))]), None
+    side, _, _ = source.expand(pipeline, "Vocab", labels_only=True)
+    vocab = (
+        side
+        | "TallyPairs" >> beam.Map(lambda r: (r.split == "train", r.labels))
+        | "Tally" >> beam.CombineGlobally(TallyFn())
+        | "Vocabulary" >> beam.Map(_make_vocabulary, fixed, source.label_ids_open, options)
+    )
+    return vocab, side
+
+
+def _make_vocabulary(counts: dict, fixed: Any, open_ids: bool, options: BuildOptions) -> Vocabulary:
+    vocab = build_vocabulary(counts, fixed, open_ids, options.min_label_count)
+    if options.rare:
+        vocab.rare = rare_variants.rare_labels(vocab.train_counts or [], options.rare_k).tolist()
+    return vocab
+
+
+def _write_splits(records: Any, out: str) -> Any:
+    """One gzipped TFRecord set per split; returns the PCollection of written file names."""
+    parts = records | "BySplit" >> beam.Partition(lambda r, _: SPLITS.index(r.split), len(SPLITS))
+    written = []
+    for split, part in zip(SPLITS, parts):
+        written.append(
+            part
+            | f"Encode_{split}" >> beam.Map(to_tf_example)
+            | f"Write_{split}"
+            >> beam.io.WriteToTFRecord(
+                os.path.join(out, split, "data"),
+                file_name_suffix=".tfrecord.gz",
+                compression_type=CompressionTypes.GZIP,
+            )
+        )
+    return written | "WrittenFiles" >> beam.Flatten()
+
+
+def _by_reason(reasons: Any, label: str) -> Any:
+    return (
+        reasons
+        | f"{label}Count" >> beam.combiners.Count.PerElement()
+        | f"{label}Dict" >> beam.combiners.ToDict()
+    )
+
+
+class TallyFn(beam.CombineFn):
+    """(is_train, raw labels) -> {raw label: [positives, training positives]}."""
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, acc: dict, pair: tuple[bool, Sequence[Any]]) -> dict:
+        return tally([pair], acc)
+
+    def merge_accumulators(self, accs: Iterable[dict]) -> dict:
+        return merge_tallies(accs)
+
+    def extract_output(self, acc: dict) -> dict:
+        return acc
+
+
+class SplitCountsFn(beam.CombineFn):
+    """Records -> {split: {examples, no_labels, positives}}."""
+
+    def create_accumulator(self) -> dict:
+        return {}
+
+    def add_input(self, acc: dict, record: Record) -> dict:
+        entry = acc.setdefault(record.split, {"examples": 0, "no_labels": 0, "positives": 0})
+        entry["examples"] += 1
+        entry["no_labels"] += int(not record.labels)
+        entry["positives"] += len(record.labels)
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[dict]) -> dict:
+        merged: dict = {}
+        for acc in accs:
+            for split, entry in acc.items():
+                target = merged.setdefault(split, {"examples": 0, "no_labels": 0, "positives": 0})
+                for key, value in entry.items():
+                    target[key] += value
+        return merged
+
+    def extract_output(self, acc: dict) -> dict:
+        return acc
+
+
+def _finish(
+    _: None,
+    static: dict,
+    options: BuildOptions,
+    written: list[str],
+    counts: dict,
+    rejects: dict,
+    notes: dict,
+    stats: tuple,
+    vocab: Vocabulary,
+    plan: dict,
+) -> None:
+    """Write label_stats.json and, last, manifest.json (after every data file exists)."""
+    write_json(
+        os.path.join(options.out, STATS_FILE),
+        finished_stats(
+            stats,
+            len(vocab.names),
+            vocab.names,
+            head_fraction=options.head_fraction,
+            tail_fraction=options.tail_fraction,
+        ),
+    )
+    extra: dict[str, Any] = {"labels_dropped_below_min_count": vocab.dropped}
+    if options.rare:
+        extra["rare_variant"] = {
+            "fraction": options.rare_fraction,
+            "k": options.rare_k,
+            "seed": options.seed,
+            "labels": vocab.rare,
+            "positives_removed": sum(len(v) for v in plan.values()),
+            "selection": rare_variants.__doc__.split("\n\n")[1].replace("\n", " "),
+        }
+    extra["data_files"] = sorted(os.path.relpath(p, options.out) for p in written)
+    result = manifest.assemble(static, counts, rejects, notes, vocab.names, extra)
+    write_json(os.path.join(options.out, manifest.MANIFEST_FILE), result)

@@ -1,0 +1,102 @@
+"""Beam DoFns that run the pure parsers: one input file per element, records out, rejects to a side output.
+
+Imported only when a pipeline is built (it imports apache_beam at module level).
+
+Example:
+    records, rejects, notes = read_line_source(pipeline, make_source("arff", ["yeast/"]), "Main")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+
+from components.formats.errors import RecordError
+
+
+class ParseFiles(beam.DoFn):
+    """SourceFile -> its records (main output) and RecordErrors (output 'rejects')."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def process(self, item: Any) -> Iterator[Any]:
+        for out in self.source.records(item):
+            if isinstance(out, RecordError):
+                yield beam.pvalue.TaggedOutput("rejects", out)
+            else:
+                yield out
+
+
+def read_line_source(pipeline: Any, source: Any, label: str) -> tuple[Any, Any, Any]:
+    """(records, rejects, notes) of a line-based source; `label` keeps step names unique per read."""
+    files = pipeline | f"{label}Files" >> beam.Create(source.files, reshuffle=False)
+    out = files | f"{label}Parse" >> beam.ParDo(ParseFiles(source)).with_outputs("rejects", main="records")
+    notes = pipeline | f"{label}NoNotes" >> beam.Create([])
+    return out.records, out.rejects, notes
+
+
+class _Route(beam.DoFn):
+    """Items of a generator -> main output, RecordErrors -> 'rejects', Notes -> 'notes'."""
+
+    def __init__(self, entries: Any) -> None:
+        self.entries = entries
+
+    def process(self, path: str) -> Iterator[Any]:
+        from components.formats.debian_source import Note
+
+        for out in self.entries(path):
+            if isinstance(out, RecordError):
+                yield beam.pvalue.TaggedOutput("rejects", out)
+            elif isinstance(out, Note):
+                yield beam.pvalue.TaggedOutput("notes", str(out))
+            else:
+                yield out
+
+
+def _join(item: tuple[Any, dict[str, list[Any]]], make_record: Any) -> Iterator[Any]:
+    """One join key -> its packages' records; unmatched sides become notes."""
+    _, groups = item
+    translations = groups["translations"]
+    if not groups["packages"]:
+        yield from (beam.pvalue.TaggedOutput("notes", "translation_without_example") for _ in translations)
+    for entry in groups["packages"]:
+        long = entry.long or (translations[0] if translations else "")
+        if not entry.long and not translations:
+            yield beam.pvalue.TaggedOutput("notes", "missing_long_description")
+        yield make_record(entry, long)
+
+
+def read_debian(pipeline: Any, source: Any, label: str, labels_only: bool) -> tuple[Any, Any, Any]:
+    """(records, rejects, notes) of the catalogue: Packages joined to Translation-en by CoGroupByKey."""
+    packages = (
+        pipeline
+        | f"{label}PackagesFiles" >> beam.Create(source.packages, reshuffle=False)
+        | f"{label}Packages"
+        >> beam.ParDo(_Route(source.package_entries)).with_outputs("rejects", "notes", main="entries")
+    )
+    rejects, notes = [packages.rejects], [packages.notes]
+    if labels_only:
+        records = packages.entries | f"{label}LabelsOnly" >> beam.Map(lambda kv: source.record(kv[1], None))
+    else:
+        translations = (
+            pipeline
+            | f"{label}TranslationFiles" >> beam.Create(source.translations, reshuffle=False)
+            | f"{label}Translations"
+            >> beam.ParDo(_Route(source.translation_entries)).with_outputs("rejects", "notes", main="entries")
+        )
+        rejects.append(translations.rejects)
+        joined = (
+            {"packages": packages.entries, "translations": translations.entries}
+            | f"{label}Join" >> beam.CoGroupByKey()
+            | f"{label}Records" >> beam.FlatMap(_join, source.record).with_outputs("notes", main="records")
+        )
+        records = joined.records
+        notes.append(joined.notes)
+    return (
+        records,
+        rejects | f"{label}AllRejects" >> beam.Flatten(),
+        notes | f"{label}AllNotes" >> beam.Flatten(),
+    )

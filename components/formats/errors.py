@@ -1,0 +1,39 @@
+"""The one error type for bad input: it names the file, the line (or package) and what was wrong.
+
+Example:
+    >>> str(RecordError("yeast-train.arff", 130, "non_numeric", "value 'x' in column 3 is not a number"))
+    "yeast-train.arff:130: value 'x' in column 3 is not a number [non_numeric]"
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# A message as RecordError formats it, found again inside an exception text wrapped by a Beam runner.
+_MESSAGE = re.compile(r"(\S+:(?:\d+|[^\s:]+): [^\n]*? \[[a-z_]+\])")
+
+
+class RecordError(ValueError):
+    """A malformed record. `where` is a line number or, for catalogue records, a package name."""
+
+    def __init__(self, file: str, where: int | str, reason: str, detail: str) -> None:
+        self.file, self.where, self.reason, self.detail = str(file), where, reason, detail
+        super().__init__(f"{self.file}:{where}: {detail} [{reason}]")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Beam worker processes
+        return (RecordError, (self.file, self.where, self.reason, self.detail))
+
+    def to_reject(self) -> dict[str, Any]:
+        """The JSON-lines form written to the rejects file."""
+        return {"file": self.file, "line": self.where, "reason": self.reason, "message": self.detail}
+
+
+class SourceError(ValueError):
+    """A whole-file problem: truncated compressed stream, missing file, inconsistent headers."""
+
+
+def find_record_message(text: str) -> str | None:
+    """The first RecordError message inside `text` (e.g. a runner's wrapped traceback), or None."""
+    match = _MESSAGE.search(text)
+    return match.group(1) if match else None

@@ -1,0 +1,1 @@
+"""Kubeflow Pipelines V2 runner assets."""

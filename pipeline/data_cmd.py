@@ -1,0 +1,268 @@
+"""`cdgt data build` and `cdgt data stats`: ingest ARFF / XMC / CSV / the Debian catalogue into
+TFRecords with a manifest and label statistics, and summarise a built set. Nothing heavy is imported until a
+command runs.
+
+Example:
+    cdgt data build ../shared/data/yeast --format arff --out data/yeast
+    cdgt data build ../shared/data/debian-bookworm --format debian --task debtags --out data/debtags
+    cdgt data stats data/debtags
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+_SOURCE_HELP = """\
+SOURCE is one or more folders or files. A data file's split comes from its name: it must contain
+'train', 'test' or 'valid'/'validation'/'val'/'dev' (as a word, e.g. yeast-train.arff.xz, test.txt).
+Files may be plain, .xz, .lz4 or .gz.
+  arff:   a MULAN folder holding <name>-train.arff[.xz], <name>-test.arff[.xz] and <name>.xml[.xz],
+          or those files given explicitly. Labels are the last L attributes, L = labels in the .xml.
+  xmc:    Extreme Classification Repository text files (train.txt, test.txt, ...).
+  csv:    CSV files with a header row (train.csv, test.csv, ...).
+  debian: a folder (or files) with Packages and Translation-en files, e.g. ../shared/data/debian-bookworm
+          or /var/lib/apt/lists; split 80/10/10 by md5 of the package name.
+Where no validation file exists, a training example goes to validation when md5('validation:' + id) < the
+--validation-fraction (id = '<file name>:<line>'): deterministic, no seed needed."""
+
+
+def register(subparsers: Any) -> None:
+    """Add `data build` and `data stats` to the `cdgt` sub-commands."""
+    data = subparsers.add_parser(
+        "data",
+        help="build TFRecord data sets from ARFF / XMC / CSV / Debian sources; show label statistics",
+        description="Ingest multi-label data with Apache Beam and inspect its long tail.",
+    )
+    commands = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    data.set_defaults(func=lambda _args: data.print_help() or 2)
+    _register_build(commands)
+    _register_stats(commands)
+
+
+def _register_build(commands: Any) -> None:
+    build = commands.add_parser(
+        "build",
+        help="ingest a source into <out>/<split>/data-*.tfrecord.gz + manifest.json + label_stats.json",
+        description="Run the Beam ingestion job (DirectRunner by default; any runner via --beam-arg).",
+        epilog=_SOURCE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    build.add_argument("source", nargs="+", metavar="SOURCE", help="folders or files (see below)")
+    build.add_argument(
+        "--format", required=True, choices=("arff", "xmc", "csv", "debian"), help="input format"
+    )
+    build.add_argument(
+        "--task",
+        choices=("debtags", "deps"),
+        default=None,
+        help="Debian only: labels = Tag values (debtags) or Depends+Pre-Depends+Recommends "
+        "targets (deps); default debtags",
+    )
+    build.add_argument("--out", required=True, help="output folder (local path or a Beam filesystem URL)")
+    build.add_argument(
+        "--on-error",
+        choices=("fail", "skip"),
+        default="fail",
+        help="fail: stop at the first malformed record with its file and line (default); "
+        "skip: write it to <out>/rejects.jsonl and count it by reason in the manifest",
+    )
+    build.add_argument(
+        "--min-label-count",
+        type=int,
+        default=0,
+        metavar="K",
+        help="drop labels with fewer than K training positives (ids renumbered in order; "
+        "examples left without labels are kept and counted)",
+    )
+    build.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.1,
+        metavar="F",
+        help="share of training examples carved into validation when a source has no "
+        "validation file (hash-based, default 0.1)",
+    )
+    build.add_argument(
+        "--rare-variant",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="-R variant (SPEC §7): remove this fraction (e.g. 0.3-0.5) of the training "
+        "positives of the --rare-k rarest labels; validation and test untouched",
+    )
+    build.add_argument("--rare-k", type=int, default=0, metavar="K", help="how many rarest labels to thin")
+    build.add_argument("--seed", type=int, default=0, help="seed of the rare-variant choice (default 0)")
+    build.add_argument("--label-column", default="labels", help="CSV: the label column (default 'labels')")
+    build.add_argument("--id-column", default=None, help="CSV: an optional example-id column")
+    build.add_argument("--label-delimiter", default="|", help="CSV: separator inside the label column ('|')")
+    build.add_argument(
+        "--label-ids", action="store_true", help="CSV: labels are integer ids (default: names)"
+    )
+    build.add_argument(
+        "--num-labels",
+        type=int,
+        default=None,
+        help="CSV with --label-ids: L; an id >= L is an error (default: max id + 1)",
+    )
+    build.add_argument(
+        "--label-vocab",
+        default=None,
+        metavar="FILE",
+        help="CSV: label names, one per line (line i = id i); an unknown name is an error",
+    )
+    build.add_argument("--overwrite", action="store_true", help="replace an earlier build in --out")
+    build.add_argument(
+        "--beam-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline option, repeatable, e.g. --beam-arg=--runner=DataflowRunner",
+    )
+    build.add_argument(
+        "--direct-num-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="DirectRunner in multi-processing mode with N worker processes "
+        "(default: single process, in memory)",
+    )
+    build.set_defaults(func=run_build)
+
+
+def _register_stats(commands: Any) -> None:
+    stats = commands.add_parser(
+        "stats",
+        help="print the long-tail summary of a built set and plot its label-frequency curve",
+        description="Read DIR/label_stats.json (computing it with Beam from DIR/train if missing) and "
+        "write DIR/label_frequency.png (log-log rank vs training count).",
+    )
+    stats.add_argument("dir", metavar="DIR", help="a folder written by `cdgt data build`")
+    stats.add_argument(
+        "--png", default=None, help="where to write the plot (default DIR/label_frequency.png)"
+    )
+    stats.add_argument(
+        "--recompute", action="store_true", help="recompute label_stats.json from DIR/train with a Beam job"
+    )
+    stats.set_defaults(func=run_stats)
+
+
+def beam_args(args: argparse.Namespace) -> list[str]:
+    """Pipeline options from --beam-arg and --direct-num-workers (in-memory DirectRunner by default)."""
+    extra = list(args.beam_arg)
+    if args.direct_num_workers and args.direct_num_workers > 0:
+        extra += ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.direct_num_workers}"]
+    elif not any(a.startswith(("--runner", "--direct_running_mode")) for a in extra):
+        extra.append("--direct_running_mode=in_memory")
+    return extra
+
+
+def _log(message: str) -> None:
+    print(f"[cdgt data] {message}", file=sys.stderr, flush=True)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """`cdgt data build`: returns 0 on success, 1 on bad input (message names file and line)."""
+    from components.example_gen import BuildOptions, build
+    from components.formats.errors import RecordError, find_record_message
+    from components.formats.sources import make_source
+
+    if args.task and args.format != "debian":
+        raise ValueError("--task applies to --format debian only")
+    csv_options = dict(
+        label_column=args.label_column,
+        id_column=args.id_column,
+        delimiter=args.label_delimiter,
+        label_ids=args.label_ids,
+        num_labels=args.num_labels,
+        label_vocab=args.label_vocab,
+    )
+    options = {"debian": {"task": args.task or "debtags"}, "csv": csv_options}.get(args.format, {})
+    source = make_source(args.format, args.source, validation_fraction=args.validation_fraction, **options)
+    config = BuildOptions(
+        out=args.out,
+        task=args.task or ("debtags" if args.format == "debian" else None),
+        on_error=args.on_error,
+        min_label_count=args.min_label_count,
+        rare_fraction=args.rare_variant,
+        rare_k=args.rare_k,
+        seed=args.seed,
+        overwrite=args.overwrite,
+    )
+    start = time.monotonic()
+    _log(f"building {args.format} from {', '.join(args.source)} into {args.out} (Beam: {beam_args(args)})")
+    try:
+        manifest = build(source, config, beam_args(args))
+    except RecordError:
+        raise
+    except Exception as err:  # a runner wraps the worker's exception; show the record's message
+        found = find_record_message(str(err))
+        if found is None:
+            raise
+        print(f"cdgt data build: error: {found}", file=sys.stderr)
+        return 1
+    _log(f"done in {time.monotonic() - start:.1f} s")
+    counts = ", ".join(f"{s} {v['examples']:,}" for s, v in manifest["splits"].items())
+    print(
+        f"{counts}; {manifest['num_labels']:,} labels; rejected {manifest['rejected']['total']:,}"
+        f" {manifest['rejected']['by_reason'] or ''}".rstrip()
+    )
+    print(f"wrote {args.out}/{{train,validation,test}}/, manifest.json, label_stats.json")
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    """`cdgt data stats`: print the long-tail summary and write the log-log frequency plot."""
+    from components.label_stats import STATS_FILE, compute_label_stats, read_json
+
+    path = os.path.join(args.dir, STATS_FILE)
+    if args.recompute or not os.path.exists(path):
+        _log(f"computing {path} with Beam")
+        stats = compute_label_stats(args.dir, ["--direct_running_mode=in_memory"])
+    else:
+        stats = read_json(path)
+    for key, value in stats["summary"].items():
+        print(f"{key:32s} {value}")
+    names = stats.get("label_names") or []
+    top = [f"{names[i] if names else i} ({stats['counts'][i]})" for i in stats["order"][:5]]
+    print(f"{'top labels':32s} {', '.join(top)}")
+    png = args.png or os.path.join(args.dir, "label_frequency.png")
+    plot_frequency_curve(stats, png)
+    print(f"wrote {png}")
+    return 0
+
+
+def plot_frequency_curve(stats: dict, png: str) -> None:
+    """Log-log plot of training count against frequency rank, head and tail shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    counts = np.asarray(stats["counts"], dtype=np.float64)[np.asarray(stats["order"], dtype=np.int64)]
+    ranks = np.arange(1, counts.size + 1)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog(ranks, np.maximum(counts, 0.5), lw=1.5)
+    n_head, n_tail = len(stats["head"]), len(stats["tail"])
+    if n_head:
+        ax.axvspan(1, n_head, alpha=0.15, color="tab:green", label=f"head ({n_head})")
+    if n_tail:
+        ax.axvspan(
+            max(1, counts.size - n_tail + 1),
+            counts.size,
+            alpha=0.15,
+            color="tab:red",
+            label=f"tail ({n_tail})",
+        )
+    ax.set_xlabel("label rank (by training frequency)")
+    ax.set_ylabel("training positives (0 drawn at 0.5)")
+    summary = stats["summary"]
+    ax.set_title(f"M = {summary['M']:,}, L = {summary['L']:,}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)

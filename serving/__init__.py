@@ -1,0 +1,1 @@
+"""Serving: export signatures, TF Serving configuration, REST/gRPC client."""

@@ -1,0 +1,111 @@
+"""Decision thresholds (SPEC §4): hand cases, a brute-force cross-check, and the min_positives rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import f1_score
+
+from cdgt_keras.thresholds import apply_thresholds, default_grid, tune_thresholds
+
+
+def _three_label_case() -> tuple[np.ndarray, np.ndarray]:
+    """10 examples; label 0: 5 positives at 0.455, 5 negatives at 0.255; label 1: 2 positives at 0.055,
+    8 negatives at 0.012; label 2: 5 positives at 0.955, 5 negatives at 0.655 (no value on the grid)."""
+    y = np.zeros((10, 3), dtype=int)
+    y[:5, 0] = 1
+    y[:2, 1] = 1
+    y[:5, 2] = 1
+    probs = np.empty((10, 3))
+    probs[:, 0] = np.where(y[:, 0] == 1, 0.455, 0.255)
+    probs[:, 1] = np.where(y[:, 1] == 1, 0.055, 0.012)
+    probs[:, 2] = np.where(y[:, 2] == 1, 0.955, 0.655)
+    return probs, y
+
+
+def test_fixed_is_one_half():
+    probs, y = _three_label_case()
+    taus = tune_thresholds(probs, y, mode="fixed")
+    assert taus.dtype == np.float32 and taus.shape == (3,)
+    np.testing.assert_array_equal(taus, 0.5)
+
+
+def test_global_hand_case():
+    probs, y = _three_label_case()
+    # 12 positives. Micro-F1 = 2·TP / (12 + #predicted) per tau band:
+    #   [0.66, 0.95]: TP 5,  PP 5  → 10/17 = 0.588     [0.46, 0.65]: TP 5,  PP 10 → 10/22 = 0.455
+    #   [0.26, 0.45]: TP 10, PP 15 → 20/27 = 0.741     [0.06, 0.25]: TP 10, PP 20 → 20/32 = 0.625
+    #   [0.02, 0.05]: TP 12, PP 22 → 24/34 = 0.706     0.01:         TP 12, PP 30 → 24/42 = 0.571
+    # best band [0.26, 0.45]; ties go to the highest tau → 0.45 for every label
+    taus = tune_thresholds(probs, y, mode="global")
+    np.testing.assert_allclose(taus, 0.45, rtol=1e-6)
+    assert len(set(taus.tolist())) == 1
+
+
+def test_ties_go_to_the_highest_tau():
+    probs, y = _three_label_case()
+    # 0.3 and 0.4 both lie in the best band [0.26, 0.45]
+    assert tune_thresholds(probs, y, mode="global", grid=[0.4, 0.3, 0.1])[0] == pytest.approx(0.4)
+
+
+def test_per_label_respects_min_positives():
+    probs, y = _three_label_case()
+    # label 2 (5 positives) alone: F1 = 1 on [0.66, 0.95] → 0.95; label 0 (5): F1 = 1 on [0.26, 0.45] → 0.45;
+    # label 1 has 2 positives < 5 → keeps the global 0.45 (its own optimum would be 0.05)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="per_label"), [0.45, 0.45, 0.95], rtol=1e-6)
+    # with min_positives = 2 label 1 gets its own: F1 = 1 on [0.02, 0.05] → 0.05
+    taus = tune_thresholds(probs, sp.csr_matrix(y), mode="per_label", min_positives=2)
+    np.testing.assert_allclose(taus, [0.45, 0.05, 0.95], rtol=1e-6)
+    # with min_positives = 6 nobody qualifies → all global
+    np.testing.assert_allclose(tune_thresholds(probs, y, min_positives=6), 0.45, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n, num_labels = 120, 9
+    y = (rng.random((n, num_labels)) < np.linspace(0.02, 0.4, num_labels)).astype(int)
+    probs = np.clip(0.35 * y + rng.random((n, num_labels)) * 0.7, 0, 1).astype(np.float32)
+    grid = default_grid().astype(np.float32)
+
+    def best(scores: np.ndarray) -> float:
+        return float(grid[len(scores) - 1 - int(np.argmax(scores[::-1]))])  # highest tau among ties
+
+    def f1(truth: np.ndarray, pred: np.ndarray) -> float:  # direct counts, as in SPEC §7
+        tp, fp, fn = (truth & pred).sum(), (~truth & pred).sum(), (truth & ~pred).sum()
+        return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+
+    yb = y.astype(bool)
+    micro = np.array([f1(yb, probs > t) for t in grid])
+    assert micro.max() == pytest.approx(f1_score(y, probs > best(micro), average="micro"))
+    tau_g = best(micro)
+    assert tune_thresholds(probs, y, mode="global")[0] == tau_g
+    expected = np.full(num_labels, tau_g, dtype=np.float32)
+    for j in range(num_labels):
+        if y[:, j].sum() >= 5:
+            expected[j] = best(np.array([f1(yb[:, j], probs[:, j] > t) for t in grid]))
+    taus = tune_thresholds(probs, sp.csr_matrix(y), mode="per_label")
+    np.testing.assert_array_equal(taus, expected)
+    assert (y.sum(0) < 5).any() and (taus != tau_g).any()
+
+
+def test_apply_thresholds_is_strict():
+    probs = np.array([[0.5, 0.51, 0.2], [0.49, 0.9, 0.2]], dtype=np.float32)
+    out = apply_thresholds(probs, np.array([0.5, 0.5, 0.1], dtype=np.float32))
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, [[0, 1, 1], [0, 1, 1]])
+
+
+def test_tuning_uses_strict_inequality_on_grid_values():
+    probs = np.array([[0.3], [0.3], [0.3], [0.1]], dtype=np.float32)
+    y = np.array([[1], [1], [1], [0]])
+    # p > tau: tau = 0.30 predicts nothing, tau in [0.10, 0.29] predicts exactly the positives → 0.29
+    tau = tune_thresholds(probs, y, mode="global")
+    assert tau[0] == np.float32(0.29)
+    np.testing.assert_array_equal(apply_thresholds(probs, tau), y)
+
+
+def test_invalid_mode():
+    with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label"):
+        tune_thresholds(np.zeros((2, 2)), np.zeros((2, 2)), mode="best")

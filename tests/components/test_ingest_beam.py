@@ -1,0 +1,200 @@
+"""The Beam ingestion job on small fixtures: outputs, manifest, rejects, vocabulary, rare variants, stats."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import lz4.frame
+import numpy as np
+import pytest
+from ingest_helpers import read_json, read_split, run_build, write_xmc
+
+from components.formats.splits import catalogue_split
+from components.label_stats import compute_label_stats
+
+XML = (
+    '<labels xmlns="http://mulan.sourceforge.net/labels"><label name="A"/><label name="B"/>'
+    '<label name="C"/></labels>'
+)
+
+
+def _arff(tmp_path: Path, train_rows: int = 60) -> Path:
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    head = (
+        "@relation toy\n@attribute f1 numeric\n@attribute f2 numeric\n@attribute A {0,1}\n"
+        "@attribute B {0,1}\n@attribute C {0,1}\n@data\n"
+    )
+    rng = np.random.default_rng(0)
+    for split, n in (("train", train_rows), ("test", 10)):
+        rows = [
+            f"{rng.normal():.3f},{rng.normal():.3f},{i % 2},{int(i % 3 == 0)},{int(i % 7 == 0)}"
+            for i in range(n)
+        ]
+        with lzma.open(folder / f"toy-{split}.arff.xz", "wt") as handle:
+            handle.write(head + "\n".join(rows) + "\n")
+    (folder / "toy.xml").write_text(XML)
+    return folder
+
+
+def test_arff_build_writes_splits_manifest_and_stats(tmp_path: Path):
+    manifest = run_build("arff", [_arff(tmp_path)], tmp_path / "out")
+    splits = manifest["splits"]
+    assert splits["train"]["examples"] + splits["validation"]["examples"] == 60
+    assert splits["validation"]["examples"] > 0 and splits["test"]["examples"] == 10
+    assert manifest["num_labels"] == 3 and manifest["label_names"] == ["A", "B", "C"]
+    assert manifest["num_features"] == 2 and manifest["feature_kind"] == "dense"
+    assert all(len(s["sha256"]) == 64 for s in manifest["sources"]) and len(manifest["sources"]) == 3
+    train = read_split(tmp_path / "out", "train")
+    assert len(train) == splits["train"]["examples"] and len(train[0]["features"]) == 2
+    stats = read_json(tmp_path / "out" / "label_stats.json")
+    counts = np.zeros(3, dtype=int)
+    for row in train:
+        counts[row["labels"]] += 1
+    assert stats["counts"] == counts.tolist() and stats["num_train"] == len(train)
+    assert stats["summary"]["M"] == len(train) and len(stats["propensities"]) == 3
+    again = compute_label_stats(str(tmp_path / "out"), ["--direct_running_mode=in_memory"])
+    assert again == stats
+
+
+def test_existing_output_needs_overwrite(tmp_path: Path):
+    folder = _arff(tmp_path)
+    run_build("arff", [folder], tmp_path / "out")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        run_build("arff", [folder], tmp_path / "out")
+    run_build("arff", [folder], tmp_path / "out", overwrite=True)
+
+
+BAD_XMC = ["0,1 0:1 2:0.5", "5 1:1", "1 9:1", "2 3:nan", "1,1 0:1", " 1:2", "0 0:x"]
+
+
+def test_skip_mode_writes_rejects_and_counts_them(tmp_path: Path):
+    train = write_xmc(tmp_path / "train.txt", "9 4 3", BAD_XMC)
+    test = write_xmc(tmp_path / "test.txt", "1 4 3", ["2 0:1"])
+    manifest = run_build(
+        "xmc", [train, test], tmp_path / "out", on_error="skip", source_options={"validation_fraction": 0.0}
+    )
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    reasons = {(r["line"], r["reason"]) for r in rejects}
+    assert reasons == {
+        (3, "label_id_out_of_range"),
+        (4, "feature_id_out_of_range"),
+        (5, "non_finite"),
+        (6, "duplicate_label"),
+        (8, "non_numeric"),
+        (1, "header_count_mismatch"),
+    }
+    assert all(r["file"].endswith("train.txt") for r in rejects)
+    assert manifest["rejected"]["total"] == 6 and manifest["rejected"]["by_reason"]["non_finite"] == 1
+    assert manifest["splits"]["train"] == {"examples": 2, "no_labels": 1, "positives": 2}
+    assert read_split(tmp_path / "out", "test")[0]["labels"] == [2]
+
+
+def test_fail_mode_names_file_and_line(tmp_path: Path):
+    train = write_xmc(tmp_path / "train.txt", "2 4 3", ["0 0:1", "1 7:1"])
+    with pytest.raises(Exception, match=r"train\.txt:3: feature id 7 out of range") as info:
+        run_build("xmc", [train], tmp_path / "out")
+    assert "feature_id_out_of_range" in str(info.value)
+
+
+def test_csv_names_min_count_and_unknown_label(tmp_path: Path):
+    rows = ["x,labels", "1,cat|dog", "2,cat", "3,", "4,bird|cat"]
+    (tmp_path / "train.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "test.csv").write_text("x,labels\n5,dog|bird\n")
+    manifest = run_build(
+        "csv", [tmp_path], tmp_path / "out", min_label_count=2, source_options={"validation_fraction": 0.0}
+    )
+    assert manifest["label_names"] == ["cat"] and manifest["labels_dropped_below_min_count"] == 2
+    assert manifest["splits"]["test"]["no_labels"] == 1 and manifest["splits"]["train"]["no_labels"] == 1
+    (tmp_path / "vocab.txt").write_text("cat\ndog\n")
+    with pytest.raises(Exception, match=r"train\.csv:5: unknown label name 'bird'"):
+        run_build(
+            "csv",
+            [tmp_path / "train.csv"],
+            tmp_path / "out2",
+            source_options={"label_vocab": str(tmp_path / "vocab.txt")},
+        )
+
+
+def _catalogue(tmp_path: Path, n: int = 40) -> Path:
+    folder = tmp_path / "apt"
+    folder.mkdir()
+    packages, translations = [], []
+    for i in range(n):
+        tags = ", ".join(f"t::{j}" for j in range(i % 4))
+        deps = f"libc6 (>= 2), lib{i % 5}:any | other" if i % 3 else ""
+        md5 = f"m{i}"
+        packages.append(
+            f"Package: p{i}\nDepends: {deps}\nDescription: short {i}\nDescription-md5: {md5}\n"
+            + (f"Tag: {tags}\n" if tags else "")
+        )
+        translations.append(f"Package: p{i}\nDescription-md5: {md5}\nDescription-en: short {i}\n long {i}\n")
+    translations.append("Package: gone\nDescription-md5: zz\nDescription-en: x\n y\n")
+    with lz4.frame.open(folder / "Packages.lz4", "wt") as handle:
+        handle.write("\n".join(packages))
+    (folder / "Translation-en").write_text("\n".join(translations))
+    return folder
+
+
+def test_debian_catalogue_join_split_and_tasks(tmp_path: Path):
+    folder = _catalogue(tmp_path)
+    manifest = run_build(
+        "debian", [folder], tmp_path / "tags", source_options={"task": "debtags"}, task="debtags"
+    )
+    assert manifest["num_examples"] == 30 and manifest["notes"]["excluded_no_labels"] == 10
+    assert manifest["label_names"] == ["t::0", "t::1", "t::2"]
+    rows = {
+        r["id"]: (split, r)
+        for split in ("train", "validation", "test")
+        for r in read_split(tmp_path / "tags", split)
+    }
+    assert all(catalogue_split(name) == split for name, (split, _) in rows.items())
+    assert rows["p3"][1]["text"] == "p3\nshort 3\nlong 3" and rows["p3"][1]["labels"] == [0, 1, 2]
+    deps = run_build("debian", [folder], tmp_path / "deps", source_options={"task": "deps"}, task="deps")
+    assert deps["num_examples"] == 26 and deps["label_names"] == [
+        "lib0",
+        "lib1",
+        "lib2",
+        "lib3",
+        "lib4",
+        "libc6",
+    ]
+
+
+def test_rare_variant_removes_seeded_share_of_rare_positives(tmp_path: Path):
+    lines = [f"{i % 2},{2 + (i % 10 == 0)}{',4' if i < 8 else ''} 0:1" for i in range(200)]
+    train = write_xmc(tmp_path / "train.txt", "200 2 5", lines)
+    test = write_xmc(tmp_path / "test.txt", "2 2 5", ["4 0:1", "3 0:1"])
+    options = {"source_options": {"validation_fraction": 0.0}}
+    base = run_build("xmc", [train, test], tmp_path / "base", **options)
+    rare = run_build("xmc", [train, test], tmp_path / "rare", rare_fraction=0.5, rare_k=2, seed=3, **options)
+    run_build("xmc", [train, test], tmp_path / "again", rare_fraction=0.5, rare_k=2, seed=3, **options)
+    before = read_json(tmp_path / "base" / "label_stats.json")["counts"]
+    after = read_json(tmp_path / "rare" / "label_stats.json")["counts"]
+    assert rare["rare_variant"]["labels"] == [3, 4] and before[3:] == [20, 8]
+    assert after == [*before[:3], 10, 4] and rare["rare_variant"]["positives_removed"] == 14
+    assert read_split(tmp_path / "rare", "train") == read_split(tmp_path / "again", "train")
+    assert read_split(tmp_path / "rare", "test") == read_split(tmp_path / "base", "test")
+    assert base["splits"]["train"]["examples"] == rare["splits"]["train"]["examples"] == 200
+
+
+def test_multiprocessing_and_single_process_give_identical_statistics(tmp_path: Path):
+    rng = np.random.default_rng(1)
+    lines = []
+    for _ in range(3000):
+        labels = sorted(set(rng.zipf(1.6, size=rng.integers(0, 4)).clip(max=300) - 1))
+        lines.append(",".join(map(str, labels)) + " " + f"{rng.integers(50)}:1")
+    train = write_xmc(tmp_path / "train.txt", "3000 50 300", lines)
+    single = run_build("xmc", [train], tmp_path / "single")
+    multi = run_build(
+        "xmc",
+        [train],
+        tmp_path / "multi",
+        args=["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+    )
+    assert single["splits"] == multi["splits"]
+    assert read_json(tmp_path / "single" / "label_stats.json") == read_json(
+        tmp_path / "multi" / "label_stats.json"
+    )
