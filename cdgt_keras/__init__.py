@@ -29,7 +29,7 @@ _LAZY = {
     "apply_thresholds": "cdgt_keras.thresholds",
     "synthetic_dataset": "cdgt_keras.synthetic",
     "synthetic_splits": "cdgt_keras.synthetic",
-    "MultiLabelData": "cdgt_keras.synthetic",
+    "MultiLabelData": "cdgt_keras.data",
     "report": "cdgt_keras.metrics",
     "format_report": "cdgt_keras.metrics",
 }

@@ -96,6 +96,7 @@ class CDGTConfig:
     shared_encoder: bool = True
     dropout: float = 0.2
     activation: str = "relu"
+    vocabulary_size: int = 20000  # text data: TF-IDF over the most frequent tokens of the training split
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"
     min_threshold_positives: int = 5
@@ -143,6 +144,7 @@ class CDGTConfig:
         _check(self.early_stopping_patience >= 0, "early_stopping_patience", self.early_stopping_patience, ">= 0")
         _check(all(h >= 1 for h in self.encoder_hidden), "encoder_hidden", self.encoder_hidden, "positive sizes")
         _check(all(h >= 1 for h in self.head_hidden), "head_hidden", self.head_hidden, "positive sizes")
+        _check(self.vocabulary_size >= 2, "vocabulary_size", self.vocabulary_size, "an integer >= 2")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
         for name in ("head_fraction", "tail_fraction"):

@@ -9,41 +9,13 @@ signal for every label, so tail labels are both rare and learnable. Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.data import MultiLabelData
+
 _TOPIC_AFFINITY = 10.0  # weight multiplier for labels in one of the example's topics
 _CHUNK = 16384  # rows per block when sampling label sets (bounds memory to _CHUNK x L floats)
-
-
-@dataclass(frozen=True, eq=False)
-class MultiLabelData:
-    """Features [n, d] (float32 ndarray or csr_matrix), 0/1 uint8 csr labels [n, L] and the label names."""
-
-    features: np.ndarray | sp.csr_matrix
-    labels: sp.csr_matrix
-    label_names: list[str]
-
-    @property
-    def num_examples(self) -> int:
-        return self.labels.shape[0]
-
-    @property
-    def num_features(self) -> int:
-        return self.features.shape[1]
-
-    @property
-    def num_labels(self) -> int:
-        return self.labels.shape[1]
-
-    def subset(self, rows: np.ndarray) -> MultiLabelData:
-        """The examples at `rows` (integer indices or a boolean mask), in order: `data.subset(idx[:10])`."""
-        rows = np.asarray(rows)
-        if rows.dtype == bool:
-            rows = np.flatnonzero(rows)
-        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names))
 
 
 def _check(name: str, value: float, low: float, high: float, *, integer: bool = False) -> None:

@@ -1,0 +1,43 @@
+"""MultiLabelData: an in-memory split (features, multi-hot labels, label names) for the fast paths.
+
+Example:
+    >>> import numpy as np, scipy.sparse as sp
+    >>> data = MultiLabelData(np.zeros((2, 3), np.float32), sp.csr_matrix(np.eye(2, dtype=np.uint8)), ["a", "b"])
+    >>> data.subset([1]).num_examples
+    1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True, eq=False)
+class MultiLabelData:
+    """Features [n, d] (float32 ndarray or csr_matrix), 0/1 uint8 csr labels [n, L] and the label names."""
+
+    features: np.ndarray | sp.csr_matrix
+    labels: sp.csr_matrix
+    label_names: list[str]
+
+    @property
+    def num_examples(self) -> int:
+        return self.labels.shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.features.shape[1]
+
+    @property
+    def num_labels(self) -> int:
+        return self.labels.shape[1]
+
+    def subset(self, rows: np.ndarray) -> MultiLabelData:
+        """The examples at `rows` (integer indices or a boolean mask), in order: `data.subset(idx[:10])`."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names))

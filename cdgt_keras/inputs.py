@@ -1,0 +1,43 @@
+"""tf.data input functions: in-memory splits (dense or scipy-sparse) to (features, labels) batches.
+
+Sparse features become tf.SparseTensor batches (never densified); labels travel as a tf.SparseTensor and
+are made dense one batch at a time inside the train step, so a 40,000-label set never exists densely.
+
+Example:
+    >>> ds = make_dataset(data.features, data.labels, batch_size=256, shuffle=True, seed=0)
+    >>> model.fit(ds, epochs=5)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import tensorflow as tf
+
+
+def to_sparse_tensor(matrix: sp.spmatrix, dtype: tf.DType = tf.float32) -> tf.SparseTensor:
+    """A scipy-sparse matrix as a tf.SparseTensor (canonical row-major order)."""
+    coo = sp.coo_matrix(matrix)
+    coo.sum_duplicates()
+    indices = np.stack([coo.row, coo.col], axis=1).astype(np.int64)
+    tensor = tf.SparseTensor(indices, tf.constant(coo.data, dtype=dtype), dense_shape=coo.shape)
+    return tf.sparse.reorder(tensor)
+
+
+def _features_tensor(features: np.ndarray | sp.spmatrix) -> tf.Tensor | tf.SparseTensor:
+    if sp.issparse(features):
+        return to_sparse_tensor(features)
+    return tf.constant(np.asarray(features, dtype=np.float32))
+
+
+def make_dataset(features: np.ndarray | sp.spmatrix, labels: sp.spmatrix | np.ndarray | None = None, *,
+                 batch_size: int = 256, shuffle: bool = False, seed: int = 0) -> tf.data.Dataset:
+    """Batches of `features` (or of `(features, labels)`), reshuffled each epoch when `shuffle`."""
+    x = _features_tensor(features)
+    if labels is None:
+        ds = tf.data.Dataset.from_tensor_slices(x)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices((x, to_sparse_tensor(sp.csr_matrix(labels))))
+    if shuffle:
+        ds = ds.shuffle(int(np.shape(features)[0]), seed=seed, reshuffle_each_iteration=True)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)

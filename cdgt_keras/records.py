@@ -1,0 +1,101 @@
+"""Read a built data directory (`cdgt data build` output: manifest.json + gzipped tf.Example TFRecords).
+
+The tf.Example keys are a contract with the ingestion (components/formats/record.py) and the serving
+signature: `labels` (int64 list), `id` (bytes), and one of `features` (float list), `feature_ids` +
+`feature_values` (sparse), or `text` (bytes).
+
+Example:
+    >>> splits = read_splits("data/yeast")          # {"train": MultiLabelData, "validation": ..., "test": ...}
+    >>> splits["train"].features.shape
+    (1353, 103)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from cdgt_keras.data import MultiLabelData
+
+LABELS, ID, DENSE, SPARSE_IDS, SPARSE_VALUES, TEXT = "labels", "id", "features", "feature_ids", "feature_values", "text"
+SPLITS = ("train", "validation", "test")
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """The manifest.json of a built data directory, with a clear error when it is missing."""
+    path = Path(directory) / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: build the data first with `cdgt data build SOURCE --out {directory}`")
+    return json.loads(path.read_text())
+
+
+def _split_files(directory: Path, split: str) -> list[str]:
+    files = sorted(str(p) for p in (directory / split).glob("*.tfrecord.gz"))
+    if not files:
+        raise FileNotFoundError(f"no {split}/*.tfrecord.gz files under {directory}")
+    return files
+
+
+def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | None = None,
+               batch_size: int = 4096) -> MultiLabelData:
+    """Load one split into memory: dense float32 or csr features (text: an object array of str)."""
+    import tensorflow as tf
+
+    directory = Path(directory)
+    manifest = manifest or read_manifest(directory)
+    kind, num_labels = manifest["feature_kind"], int(manifest["num_labels"])
+    spec: dict[str, Any] = {LABELS: tf.io.VarLenFeature(tf.int64)}
+    if kind == "dense":
+        spec[DENSE] = tf.io.FixedLenFeature([int(manifest["num_features"])], tf.float32)
+    elif kind == "sparse":
+        spec[SPARSE_IDS] = tf.io.VarLenFeature(tf.int64)
+        spec[SPARSE_VALUES] = tf.io.VarLenFeature(tf.float32)
+    elif kind == "text":
+        spec[TEXT] = tf.io.FixedLenFeature([], tf.string)
+    else:
+        raise ValueError(f"{directory}/manifest.json: feature_kind {kind!r} is not one of dense, sparse, text")
+    ds = tf.data.TFRecordDataset(_split_files(directory, split), compression_type="GZIP").batch(batch_size)
+    label_rows, feature_parts = [], []
+    for batch in ds.map(lambda s: tf.io.parse_example(s, spec)):
+        label_rows.append(_csr_rows(batch[LABELS], num_labels))
+        if kind == "dense":
+            feature_parts.append(batch[DENSE].numpy())
+        elif kind == "sparse":
+            feature_parts.append(_sparse_features(batch[SPARSE_IDS], batch[SPARSE_VALUES],
+                                                  int(manifest["num_features"])))
+        else:
+            feature_parts.append(np.array([t.decode("utf-8") for t in batch[TEXT].numpy()], dtype=object))
+    labels = sp.vstack(label_rows, format="csr") if label_rows else sp.csr_matrix((0, num_labels), dtype=np.uint8)
+    if kind == "dense":
+        features: Any = np.concatenate(feature_parts) if feature_parts else np.zeros((0, manifest["num_features"]))
+    elif kind == "sparse":
+        features = sp.vstack(feature_parts, format="csr")
+    else:
+        features = np.concatenate(feature_parts) if feature_parts else np.zeros(0, dtype=object)
+    names = manifest.get("label_names") or [str(i) for i in range(num_labels)]
+    return MultiLabelData(features, labels, list(names))
+
+
+def read_splits(directory: str | Path) -> dict[str, MultiLabelData]:
+    """Every split of a built data directory."""
+    manifest = read_manifest(directory)
+    return {split: read_split(directory, split, manifest) for split in SPLITS}
+
+
+def _csr_rows(labels, num_labels: int) -> sp.csr_matrix:
+    """A batch's VarLen `labels` as a 0/1 uint8 csr [B, L]."""
+    idx = labels.indices.numpy()
+    values = labels.values.numpy()
+    rows = labels.dense_shape.numpy()[0]
+    return sp.csr_matrix((np.ones(values.size, np.uint8), (idx[:, 0], values)), shape=(rows, num_labels))
+
+
+def _sparse_features(ids, values, num_features: int) -> sp.csr_matrix:
+    idx = ids.indices.numpy()
+    rows = ids.dense_shape.numpy()[0]
+    return sp.csr_matrix((values.values.numpy().astype(np.float32), (idx[:, 0], ids.values.numpy())),
+                         shape=(rows, num_features))

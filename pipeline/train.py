@@ -1,0 +1,132 @@
+"""`cdgt train`: the fast path without TFX. Same data, model code and metrics as the pipeline.
+
+Trains CDGTModel on the train split (early stopping on validation), tunes thresholds on validation, reports
+on test, and writes the run directory:
+    model.keras  config.json  thresholds.json  metrics.json  history.json  logs/ (TensorBoard)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.data import MultiLabelData
+
+# Named data sets `--dataset` knows without a data directory.
+EMBEDDED = {
+    "synthetic": {"sparse": False},
+    "synthetic-sparse": {"sparse": True},
+}
+
+
+def load_embedded(name: str, seed: int = 0) -> dict[str, MultiLabelData]:
+    """The embedded default data: train / validation / test splits from the synthetic generator."""
+    if name not in EMBEDDED:
+        raise ValueError(f"--dataset {name!r} is not known; choose one of {sorted(EMBEDDED)}")
+    from cdgt_keras.synthetic import synthetic_splits
+
+    return synthetic_splits(num_examples=4000, num_labels=100, seed=seed, **EMBEDDED[name])
+
+
+def load_data(data_dir: str | Path | None, dataset: str, config: CDGTConfig) -> dict[str, MultiLabelData]:
+    """Splits from a built data directory (text becomes TF-IDF fitted on train), or an embedded data set."""
+    if data_dir is None:
+        return load_embedded(dataset, seed=config.seed)
+    from cdgt_keras.records import read_manifest, read_splits
+
+    manifest = read_manifest(data_dir)
+    splits = read_splits(data_dir)
+    if manifest["feature_kind"] == "text":
+        from cdgt_keras.text import TfIdf
+
+        tfidf = TfIdf.fit(splits["train"].features, vocabulary_size=config.vocabulary_size)
+        splits = {name: MultiLabelData(tfidf.transform(data.features), data.labels, data.label_names)
+                  for name, data in splits.items()}
+    return splits
+
+
+def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
+                 verbose: int = 1) -> dict[str, Any]:
+    """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json."""
+    import keras
+    import numpy as np
+
+    from cdgt_keras.evaluation import evaluate_model
+    from cdgt_keras.inputs import make_dataset
+    from cdgt_keras.labels import label_frequencies
+    from cdgt_keras.model import CDGTModel
+
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    config.save(output / "config.json")
+    train, validation, test = splits["train"], splits["validation"], splits["test"]
+    counts, freq = label_frequencies(train.labels, train.num_labels)
+    keras.utils.set_random_seed(config.seed)
+    model = CDGTModel(config, freq)
+    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), jit_compile=False)
+    callbacks: list[keras.callbacks.Callback] = [keras.callbacks.TensorBoard(str(output / "logs"))]
+    if config.early_stopping_patience > 0:
+        # The payoff, not the loss (-Phi): the literal KL reward can raise Phi while predictions get worse.
+        callbacks.append(keras.callbacks.EarlyStopping(
+            monitor="val_payoff", mode="max", patience=config.early_stopping_patience, restore_best_weights=True))
+    if verbose:
+        callbacks.append(ProgressBar())
+    started = time.perf_counter()
+    history = model.fit(
+        make_dataset(train.features, train.labels, batch_size=config.batch_size, shuffle=True, seed=config.seed),
+        validation_data=make_dataset(validation.features, validation.labels, batch_size=config.batch_size),
+        epochs=config.epochs, callbacks=callbacks, verbose=0)
+    train_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    evaluation = evaluate_model(model, validation, test, counts, train.num_examples, config)
+    model.save(output / "model.keras")
+    metrics = {
+        **{f"{row}/{key}": value for row, values in evaluation.report.items() for key, value in values.items()},
+        **evaluation.report["overall"],
+        "train_seconds": train_seconds,
+        "evaluate_seconds": time.perf_counter() - started,
+        "epochs_run": len(history.history.get("loss", [])),
+        "num_train": train.num_examples,
+        "num_test": test.num_examples,
+        "num_labels": train.num_labels,
+        "num_head_labels": int(evaluation.head_labels.size),
+        "num_tail_labels": int(evaluation.tail_labels.size),
+    }
+    _write_json(output / "metrics.json", {"report": evaluation.report, **metrics})
+    _write_json(output / "thresholds.json", {"mode": config.thresholds,
+                                             "thresholds": np.asarray(evaluation.thresholds).tolist()})
+    _write_json(output / "history.json", {k: [float(v) for v in vs] for k, vs in history.history.items()})
+    return {"report": evaluation.report, **metrics}
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def ProgressBar():  # noqa: N802 - a factory, so that keras and tqdm load only when training runs
+    """A tqdm bar over all training steps with the headline game terms; one summary line per epoch."""
+    import keras
+    from tqdm.auto import tqdm
+
+    class _ProgressBar(keras.callbacks.Callback):
+        shown = ("payoff", "potential", "kl_head", "kl_tail", "val_payoff")
+
+        def on_train_begin(self, logs=None):
+            steps = self.params.get("steps") or 0
+            self.bar = tqdm(total=steps * self.params["epochs"], unit="step", dynamic_ncols=True, leave=False)
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.bar.update(1)
+
+        def on_epoch_end(self, epoch, logs=None):
+            logs = logs or {}
+            values = "  ".join(f"{k} {logs[k]:.4f}" for k in self.shown if k in logs)
+            self.bar.write(f"epoch {epoch + 1}/{self.params['epochs']}  {values}")
+
+        def on_train_end(self, logs=None):
+            self.bar.close()
+
+    return _ProgressBar()
