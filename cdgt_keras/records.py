@@ -29,7 +29,7 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     """The manifest.json of a built data directory, with a clear error when it is missing."""
     path = Path(directory) / "manifest.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: build the data first with `cdgt data build SOURCE --out {directory}`")
+        raise FileNotFoundError(f"{path} not found: build it first with `cdgt data build SOURCE --out {directory}`")
     return json.loads(path.read_text())
 
 

@@ -73,7 +73,7 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
         callbacks.append(keras.callbacks.EarlyStopping(
             monitor="val_payoff", mode="max", patience=config.early_stopping_patience, restore_best_weights=True))
     if verbose:
-        callbacks.append(ProgressBar())
+        callbacks.append(progress_bar())
     started = time.perf_counter()
     history = model.fit(
         make_dataset(train.features, train.labels, batch_size=config.batch_size, shuffle=True, seed=config.seed),
@@ -106,7 +106,7 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
     path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=float) + "\n")
 
 
-def ProgressBar():  # noqa: N802 - a factory, so that keras and tqdm load only when training runs
+def progress_bar():  # a factory, so that keras and tqdm load only when training runs
     """A tqdm bar over all training steps with the headline game terms; one summary line per epoch."""
     import keras
     from tqdm.auto import tqdm
