@@ -22,6 +22,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from cdgt_keras.config import CDGTConfig
 from components import manifest, rare_variants
 from components.formats.errors import RecordError
 from components.formats.record import Record, to_tf_example
@@ -43,8 +44,8 @@ class BuildOptions:
     rare_fraction: float = 0.0
     rare_k: int = 0
     seed: int = 0
-    head_fraction: float = 0.2
-    tail_fraction: float = 0.2
+    head_fraction: float = CDGTConfig.head_fraction
+    tail_fraction: float = CDGTConfig.tail_fraction
     overwrite: bool = False
 
     def __post_init__(self) -> None:

@@ -20,20 +20,22 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from cdgt_keras.config import CDGTConfig
 from cdgt_keras.labels import head_tail_split, label_order
 from cdgt_keras.metrics import propensities
 
 STATS_FILE = "label_stats.json"
+_DEFAULTS = CDGTConfig()  # head/tail fractions and propensity constants come from the one config
 
 
 def label_statistics(
     counts: Sequence[int],
     num_train: int,
     label_names: Sequence[str] | None = None,
-    head_fraction: float = 0.2,
-    tail_fraction: float = 0.2,
-    a: float = 0.55,
-    b: float = 1.5,
+    head_fraction: float = _DEFAULTS.head_fraction,
+    tail_fraction: float = _DEFAULTS.tail_fraction,
+    a: float = _DEFAULTS.psp_a,
+    b: float = _DEFAULTS.psp_b,
 ) -> dict[str, Any]:
     """The statistics as a JSON-ready dict: a summary first, then per-label arrays indexed by label id."""
     counts_arr = np.asarray(counts, dtype=np.int64)

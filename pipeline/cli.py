@@ -30,18 +30,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:  # a command whose module is not built yet
-            if err.name != name:
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
+
+
+def quiet_noise() -> None:
+    """Silence start-up chatter that says nothing to a cdgt user (Google client libraries' Python-version
+    notices, TensorFlow's C++ info logs)."""
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*non-supported Python version.*", category=FutureWarning)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `cdgt` console script."""
+    quiet_noise()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
