@@ -49,12 +49,19 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _tuple_of_ints(value: Any) -> tuple[int, ...]:
+def _tuple_of(name: str, value: Any, kind: type) -> tuple:
+    """A comma-separated string, a scalar or a sequence as a tuple of `kind`; errors name the field."""
     if isinstance(value, str):
         value = [v for v in value.replace(" ", "").split(",") if v]
-    if isinstance(value, int):
+    elif isinstance(value, (int, float)):
         value = [value]
-    return tuple(int(v) for v in value)
+    try:
+        items = tuple(kind(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} is not allowed; expected {kind.__name__} values, e.g. 256,128") from None
+    if kind is int and any(isinstance(v, float) and not float(v).is_integer() for v in value):
+        raise ValueError(f"{name}={value!r} is not allowed; expected whole numbers")
+    return items
 
 
 @dataclass(frozen=True)
@@ -108,15 +115,25 @@ class CDGTConfig:
     preset_name: str = field(default="", compare=False)  # the preset this config started from, if any
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "encoder_hidden", _tuple_of_ints(self.encoder_hidden))
-        object.__setattr__(self, "head_hidden", _tuple_of_ints(self.head_hidden))
-        rates = self.player_learning_rates
-        if isinstance(rates, str):
-            rates = [r for r in rates.replace(" ", "").split(",") if r]
-        elif isinstance(rates, (int, float)):
-            rates = [rates]
-        object.__setattr__(self, "player_learning_rates", tuple(float(r) for r in rates))
+        for name in ("encoder_hidden", "head_hidden"):
+            object.__setattr__(self, name, _tuple_of(name, getattr(self, name), int))
+        rates = _tuple_of("player_learning_rates", self.player_learning_rates, float)
+        object.__setattr__(self, "player_learning_rates", rates)
+        self._check_types()
         self.validate()
+
+    def _check_types(self) -> None:
+        """Every scalar field holds its declared type (a YAML 2.5 for n_players is an error, not a player)."""
+        for f in fields(self):
+            value, kind = getattr(self, f.name), f.type
+            if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{f.name}={value!r} is not allowed; expected an integer")
+            if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ValueError(f"{f.name}={value!r} is not allowed; expected a number")
+            if kind == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{f.name}={value!r} is not allowed; expected true or false")
+            if kind == "str" and not isinstance(value, str):
+                raise ValueError(f"{f.name}={value!r} is not allowed; expected a string")
 
     # ----------------------------------------------------------------------------------------- validation
     def validate(self) -> None:

@@ -69,12 +69,12 @@ class Fusion(keras.layers.Layer):
                 np.maximum(layout.slot_player, 0) * layout.num_labels + np.arange(layout.num_labels)[:, None],
                 dtype=tf.int32)
 
-    def build(self, input_shape=None, context_shape=None):
-        """input_shape: the players' output shapes (unused); context_shape: what each player reads."""
-        if self.mode == "attention" and context_shape is not None:
-            for layer in self.context:
+    def build(self, player_probs_shape=None, contexts_shape=None):
+        """Build the attention context projections on the shapes of what each player reads."""
+        if self.mode == "attention" and contexts_shape is not None:
+            for layer, shape in zip(self.context, contexts_shape):
                 if not layer.built:
-                    layer.build(context_shape)
+                    layer.build(shape)
         self.built = True
 
     def call(self, player_probs: list[tf.Tensor], contexts: list[tf.Tensor] | None = None) -> tf.Tensor:

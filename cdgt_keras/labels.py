@@ -86,7 +86,7 @@ def partition_bounds(num_labels: int, n_players: int, overlap: float) -> list[tu
     if num_labels < n_players:
         raise ValueError(f"need at least one label per player: {num_labels} labels < n_players={n_players}")
     size = num_labels // n_players
-    extra = math.floor(size * overlap / 2)
+    extra = math.floor(round(size * overlap / 2, 9))  # 100 * 0.58 / 2 is 29, not 28.999999999999996
     bounds = []
     for i in range(n_players):
         core_start, core_end = i * size, (num_labels if i == n_players - 1 else (i + 1) * size)

@@ -86,7 +86,7 @@ class CDGTModel(keras.Model):
                 contexts.append(encoder.compute_output_shape(input_shape))
         for head, shape in zip(self.heads, contexts):
             head.build(shape)
-        self.fusion.build(context_shape=contexts[0])
+        self.fusion.build(contexts_shape=contexts)
         for i, optimizer in enumerate(self.player_optimizers):
             if not optimizer.built:
                 optimizer.build(self.player_variables(i))

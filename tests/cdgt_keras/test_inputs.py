@@ -1,0 +1,88 @@
+"""tf.data inputs, TFRecord reading and text TF-IDF: shapes, sparsity and values against direct numpy."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import tensorflow as tf
+
+from cdgt_keras.inputs import make_dataset, to_sparse_tensor
+from cdgt_keras.records import read_manifest, read_splits
+from cdgt_keras.text import TfIdf
+
+
+def test_to_sparse_tensor_round_trip():
+    m = sp.random(7, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
+    assert np.array_equal(tf.sparse.to_dense(to_sparse_tensor(m)).numpy(), m.toarray())
+
+
+@pytest.mark.parametrize("sparse_features", [False, True])
+def test_make_dataset_batches_features_and_sparse_labels(sparse_features):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(10, 6)).astype(np.float32)
+    features = sp.csr_matrix(x) if sparse_features else x
+    y = sp.csr_matrix((rng.random((10, 5)) > 0.6).astype(np.uint8))
+    batches = list(make_dataset(features, y, batch_size=4))
+    assert [int(b[1].dense_shape[0]) for b in batches] == [4, 4, 2]
+    first_x, first_y = batches[0]
+    assert isinstance(first_x, tf.SparseTensor) == sparse_features
+    dense_x = tf.sparse.to_dense(first_x) if sparse_features else first_x
+    np.testing.assert_allclose(dense_x.numpy(), x[:4])
+    assert np.array_equal(tf.sparse.to_dense(first_y).numpy(), y[:4].toarray())
+
+
+def _write_split(path, rows):
+    path.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(path / "data-00000-of-00001.tfrecord.gz"), options="GZIP") as writer:
+        for row in rows:
+            writer.write(tf.train.Example(features=tf.train.Features(feature=row)).SerializeToString())
+
+
+def _int(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def _float(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def test_read_splits_dense_and_sparse(tmp_path):
+    dense = tmp_path / "dense"
+    for split, rows in {"train": [([0, 2], [1.0, 2.0]), ([], [3.0, 4.0])], "validation": [([1], [5.0, 6.0])],
+                        "test": [([2, 1], [7.0, 8.0])]}.items():
+        _write_split(dense / split, [{"labels": _int(lab), "features": _float(f)} for lab, f in rows])
+    (dense / "manifest.json").write_text(json.dumps(
+        {"feature_kind": "dense", "num_features": 2, "num_labels": 3, "label_names": ["a", "b", "c"]}))
+    splits = read_splits(dense)
+    assert splits["train"].labels.toarray().tolist() == [[1, 0, 1], [0, 0, 0]]  # an empty label set is kept
+    np.testing.assert_allclose(splits["test"].features, [[7.0, 8.0]])
+    assert splits["validation"].label_names == ["a", "b", "c"]
+
+    sparse = tmp_path / "sparse"
+    for split in ("train", "validation", "test"):
+        _write_split(sparse / split, [{"labels": _int([1]), "feature_ids": _int([0, 4]),
+                                       "feature_values": _float([0.5, 2.0])}])
+    (sparse / "manifest.json").write_text(json.dumps({"feature_kind": "sparse", "num_features": 5, "num_labels": 2}))
+    train = read_splits(sparse)["train"]
+    assert sp.issparse(train.features) and train.features.toarray().tolist() == [[0.5, 0, 0, 0, 2.0]]
+
+
+def test_missing_manifest_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cdgt data build"):
+        read_manifest(tmp_path)
+
+
+def test_tfidf_matches_numpy():
+    texts = ["the cat sat", "the dog sat down", "a cat and a dog"]
+    tfidf = TfIdf.fit(texts, vocabulary_size=50)
+    vocab = tfidf.layer.get_vocabulary()
+    x = tfidf.transform(["cat cat dog"]).toarray()[0]
+    # idf = log(1 + n / (1 + df)) with n = 3 documents: df(cat) = 2, df(dog) = 2
+    idf = np.log1p(3 / 3)
+    raw = np.zeros(len(vocab))
+    raw[vocab.index("cat")] = 2 * idf
+    raw[vocab.index("dog")] = 1 * idf
+    np.testing.assert_allclose(x, raw / np.linalg.norm(raw), rtol=1e-6)

@@ -1,0 +1,72 @@
+"""`cdgt train`: the fast path writes a model and metrics that a reload reproduces; the CLI stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from cdgt_keras import metrics as M
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.evaluation import predict_probs
+from cdgt_keras.thresholds import apply_thresholds
+from pipeline.cli import main
+from pipeline.train import load_embedded
+
+KEYS = ["micro_f1", "macro_f1", "rare_f1", "map", "hamming_loss", "p_at_1", "p_at_3", "p_at_5",
+        "ndcg_at_1", "ndcg_at_3", "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("train")
+    code = main(["train", "--output", str(out), "--quiet", "--set", "epochs=3", "--set", "encoder_hidden=64",
+                 "--set", "head_hidden=32"])
+    assert code == 0
+    return out
+
+
+def test_writes_every_artifact_with_snake_case_metrics(run_dir):
+    for name in ("model.keras", "config.json", "thresholds.json", "metrics.json", "history.json"):
+        assert (run_dir / name).is_file(), name
+    assert any((run_dir / "logs").rglob("events.out.tfevents*"))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for key in KEYS:
+        assert 0.0 <= metrics[key] <= 1.0, key
+    for row in ("head", "tail"):
+        for key in KEYS:
+            if key != "rare_f1":
+                assert f"{row}/{key}" in metrics
+    assert metrics["rare_f1"] == metrics["tail/micro_f1"]
+    assert CDGTConfig.load(run_dir / "config.json").epochs == 3
+
+
+def test_reloaded_model_reproduces_the_reported_metrics(run_dir):
+    model = keras.models.load_model(run_dir / "model.keras")
+    thresholds = np.array(json.loads((run_dir / "thresholds.json").read_text())["thresholds"], dtype=np.float32)
+    config = CDGTConfig.load(run_dir / "config.json")
+    test = load_embedded("synthetic", seed=config.seed)["test"]
+    probs = predict_probs(model, test, batch_size=config.batch_size)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    pred = apply_thresholds(probs, thresholds)
+    assert M.micro_f1(test.labels, pred) == pytest.approx(metrics["micro_f1"], abs=1e-6)
+    assert M.precision_at_k(test.labels, probs, 3) == pytest.approx(metrics["p_at_3"], abs=1e-6)
+
+
+def test_help_does_not_import_tensorflow():
+    code = ("import sys\nfrom pipeline.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported by --help'\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "train" in result.stdout and "data" in result.stdout
+
+
+def test_bad_override_is_a_clear_error(capsys, tmp_path):
+    assert main(["train", "--output", str(tmp_path), "--set", "fusion=median"]) == 1
+    err = capsys.readouterr().err
+    assert "fusion='median' is not allowed" in err and "attention" in err
