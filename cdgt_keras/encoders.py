@@ -1,31 +1,58 @@
 """Encoders and player heads (SPEC §3): small MLPs that accept dense or tf.SparseTensor input.
 
 Keras' Dense layer multiplies a tf.SparseTensor by its kernel with a sparse gather-and-sum, so a
-10^5..10^6-wide bag-of-words input is never densified (a test inspects the traced graph for this).
+10^5..10^6-wide bag-of-words input is never densified. (A keras.Sequential would be: its InputLayer
+converts a sparse batch to dense, hence this small layer; a test inspects the traced graph.)
 
 Example:
-    >>> encoder = mlp((64,), activation="relu", dropout=0.1, name="encoder")
-    >>> head = mlp((32,), activation="relu", dropout=0.1, output_units=10, name="player_1")
+    >>> encoder = MLP((64,), activation="relu", dropout=0.1, name="encoder")
+    >>> head = MLP((32,), activation="relu", dropout=0.1, output_units=10, name="player1_head")
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 
 
-def mlp(hidden: tuple[int, ...], *, activation: str, dropout: float, output_units: int | None = None,
-        name: str) -> keras.Sequential:
+class MLP(keras.layers.Layer):
     """Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear output layer.
 
     With no hidden sizes and no output layer it is the identity (already-encoded features).
     """
-    layers: list[keras.layers.Layer] = []
-    for k, units in enumerate(hidden):
-        layers.append(keras.layers.Dense(units, activation=activation, name=f"{name}_dense_{k}"))
-        if dropout > 0:
-            layers.append(keras.layers.Dropout(dropout, name=f"{name}_dropout_{k}"))
-    if output_units is not None:
-        layers.append(keras.layers.Dense(output_units, name=f"{name}_logits"))
-    if not layers:
-        layers.append(keras.layers.Identity(name=f"{name}_identity"))
-    return keras.Sequential(layers, name=name)
+
+    def __init__(self, hidden: tuple[int, ...], *, activation: str, dropout: float,
+                 output_units: int | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.blocks: list[keras.layers.Layer] = []
+        for k, units in enumerate(hidden):
+            self.blocks.append(keras.layers.Dense(units, activation=activation, name=f"{self.name}_dense_{k}"))
+            if dropout > 0:
+                self.blocks.append(keras.layers.Dropout(dropout, name=f"{self.name}_dropout_{k}"))
+        if output_units is not None:
+            self.blocks.append(keras.layers.Dense(output_units, name=f"{self.name}_logits"))
+
+    @property
+    def layers(self) -> list[keras.layers.Layer]:
+        """The Dense / Dropout layers in order (as keras.Sequential.layers)."""
+        return list(self.blocks)
+
+    def build(self, input_shape: Any) -> None:
+        shape = input_shape
+        for layer in self.blocks:
+            layer.build(shape)
+            shape = layer.compute_output_shape(shape)
+        self.built = True
+
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        shape = input_shape
+        for layer in self.blocks:
+            shape = layer.compute_output_shape(shape)
+        return shape
+
+    def call(self, inputs: Any, training: bool = False) -> Any:
+        x = inputs
+        for layer in self.blocks:
+            x = layer(x, training=training) if isinstance(layer, keras.layers.Dropout) else layer(x)
+        return x

@@ -18,7 +18,7 @@ import tensorflow as tf
 from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.encoders import mlp
+from cdgt_keras.encoders import MLP
 from cdgt_keras.fusion import Fusion, flatten_players
 from cdgt_keras.layout import PlayerLayout
 
@@ -38,11 +38,11 @@ class CDGTModel(keras.Model):
         self.num_labels = self.layout.num_labels
         act, drop = cfg.activation, cfg.dropout
         n = cfg.n_players
-        self.shared_encoder = mlp(cfg.encoder_hidden, activation=act, dropout=drop, name="encoder") \
+        self.shared_encoder = MLP(cfg.encoder_hidden, activation=act, dropout=drop, name="encoder") \
             if cfg.shared_encoder else None
         self.player_encoders = [] if cfg.shared_encoder else [
-            mlp(cfg.encoder_hidden, activation=act, dropout=drop, name=f"player{i + 1}_encoder") for i in range(n)]
-        self.heads = [mlp(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
+            MLP(cfg.encoder_hidden, activation=act, dropout=drop, name=f"player{i + 1}_encoder") for i in range(n)]
+        self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
                           name=f"player{i + 1}_head") for i, labels in enumerate(self.layout.player_labels)]
         self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
         self.player_optimizers = [keras.optimizers.Adam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")

@@ -137,7 +137,6 @@ def test_cyclic_players_see_earlier_updates_and_encoder_uses_start_gradient(fusi
         assert _max_abs(change, [lr * g for g in sequential[i]]) < 1e-6, f"player {i + 1}"
     for i in (1, 2):  # a Jacobi step would have used the start-of-batch gradient: measurably different
         gap = _max_abs([lr * g for g in sequential[i]], [lr * g for g in jacobi[i]])
-        print(f"player {i + 1}: Gauss-Seidel vs Jacobi step gap {gap:.2e}")
         assert gap > 1e-4, f"player {i + 1}"
     assert _max_abs(jacobi[0], sequential[0]) == 0.0
     if shared:  # the encoder steps on grad Phi taken at the batch's start parameters
@@ -175,6 +174,5 @@ def test_single_player_without_curiosity_is_plain_bce_training(schedule: str) ->
     assert _max_abs(after_plain, start) > 1e-2  # training moved the weights
     # 1e-5: the Keras loss takes the logits path (sigmoid_cross_entropy_with_logits) while CDGT clips
     # probabilities at 1e-7; the two gradients agree to float32 round-off, which 12 Adam steps keep below 1e-6.
-    print("N1 diff", _max_abs(after_cdgt, after_plain), np.abs(np.array(cdgt_hist["loss"]) - plain_hist["loss"]).max())
     assert _max_abs(after_cdgt, after_plain) < 1e-5
     np.testing.assert_allclose(cdgt_hist["loss"], plain_hist["loss"], atol=1e-5)
