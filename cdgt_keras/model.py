@@ -203,7 +203,11 @@ class CDGTModel(keras.Model):
             values[f"player{i + 1}_disagreement"] = terms["disagreement"][i]
         for name, value in values.items():
             self.trackers[name].update_state(value, sample_weight=batch_size)
-        return {name: tracker.result() for name, tracker in self.trackers.items()}
+        results = {name: tracker.result() for name, tracker in self.trackers.items()}
+        if steps.multi_worker():
+            # Keras reduces step outputs with MEAN over axis 0 across workers; scalars have no axis 0.
+            results = {name: tf.reshape(value, [1]) for name, value in results.items()}
+        return results
 
     # ------------------------------------------------------------------------------------------ training
     def _ensure_built(self, x: Any) -> None:
@@ -233,6 +237,13 @@ class CDGTModel(keras.Model):
         if self.cdgt_config.beta_schedule == "anneal":
             callbacks.insert(0, steps.BetaAnnealing())
         return super().fit(*args, callbacks=callbacks, **kwargs)
+
+    def _maybe_symbolic_build(self, iterator: Any = None, data_batch: Any = None) -> None:
+        """Skip Keras' symbolic build when everything is built already: Keras 3.12-3.15 reduce a data batch
+        across replicas there, which fails under MultiWorkerMirroredStrategy (PerReplica to Tensor)."""
+        if self.built and getattr(self, "optimizer", None) is not None and self.optimizer.built:
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     # ------------------------------------------------------------------------------------------ saving
     def get_config(self) -> dict[str, Any]:

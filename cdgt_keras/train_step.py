@@ -34,6 +34,12 @@ def batch_size(y: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.shape(y)[0], tf.float32)
 
 
+def multi_worker() -> bool:
+    """True under a MultiWorkerMirroredStrategy that spans several workers."""
+    extended = tf.distribute.get_strategy().extended
+    return bool(getattr(extended, "_in_multi_worker_mode", lambda: False)())
+
+
 def _replica_scale() -> float:
     """Gradients are summed over replicas by the optimizers, so each replica's objective is divided by
     their number (STACK.md item 3); logged values stay unscaled."""
