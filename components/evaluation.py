@@ -1,0 +1,102 @@
+"""MultiLabelEvaluator: the SPEC §7 metrics of a trained model, beside TFMA's (which blesses the model).
+
+TFMA computes binary metrics on the flattened score matrix; the multi-label metrics of the paper (Rare-F1,
+micro/macro-F1, P@k, nDCG@k, PSP@k, mAP, overall / head / tail) need the whole label ranking per example and the
+label statistics. This component runs the exported model's `serving_default` signature on a split of raw
+tf.Examples, decides with the thresholds stored in the model, and writes a `cdgt.MultiLabelMetrics` artifact
+holding `metrics.json` (the report of cdgt_keras.metrics.report); headline values are also custom properties
+in ML-Metadata.
+
+Example (inside a pipeline):
+    >>> ev = MultiLabelEvaluator(examples=example_gen.outputs["examples"], model=trainer.outputs["model"],
+    ...                          label_stats=stats.outputs["label_stats"])  # doctest: +SKIP
+"""
+
+# No `from __future__ import annotations`: TFX reads the component signatures at run time.
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+from tfx import v1 as tfx
+from tfx.types import artifact, artifact_utils
+
+from components.label_stats_component import LabelFrequencies, load_stats
+
+METRICS_FILE = "metrics.json"
+HEADLINE = ("rare_f1", "micro_f1", "macro_f1", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
+            "map")
+
+
+class MultiLabelMetrics(artifact.Artifact):
+    """A directory with metrics.json: {"split", "num_examples", "report": {overall|head|tail: {metric: v}}}."""
+
+    TYPE_NAME = "cdgt.MultiLabelMetrics"
+
+
+def serving_dir(model_uri: str) -> str:
+    """The SavedModel inside a Model artifact (TFX writes it under Format-Serving)."""
+    from tfx.utils import path_utils
+
+    return path_utils.serving_model_path(model_uri)
+
+
+def score_split(export_dir: str, file_pattern: str, num_labels: int, batch_size: int = 1024) -> tuple[Any, Any, Any]:
+    """(scores [n, L], truth csr [n, L], thresholds [L]) from the exported model on gzipped tf.Examples."""
+    import scipy.sparse as sp
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(export_dir)
+    serve = loaded.signatures["serving_default"]
+    files = sorted(tf.io.gfile.glob(file_pattern))
+    if not files:
+        raise FileNotFoundError(f"no examples match {file_pattern}")
+    scores, truth = [], []
+    spec = {"labels": tf.io.VarLenFeature(tf.int64)}
+    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
+        scores.append(serve(examples=batch)["scores"].numpy())
+        ids = tf.io.parse_example(batch, spec)["labels"]
+        idx = ids.indices.numpy()
+        truth.append(sp.csr_matrix((np.ones(idx.shape[0], np.uint8), (idx[:, 0], ids.values.numpy())),
+                                   shape=(int(ids.dense_shape[0]), num_labels)))
+    return np.concatenate(scores), sp.vstack(truth, format="csr"), loaded.thresholds.numpy()
+
+
+def evaluate_export(export_dir: str, file_pattern: str, stats: dict[str, Any]) -> dict[str, Any]:
+    """The SPEC §7 report (overall / head / tail) of an exported model on one split."""
+    from cdgt_keras.metrics import report
+    from cdgt_keras.thresholds import apply_thresholds
+
+    scores, truth, thresholds = score_split(export_dir, file_pattern, int(stats["num_labels"]))
+    result = report(truth, scores, apply_thresholds(scores, thresholds), head_labels=stats["head"],
+                    tail_labels=stats["tail"], propensities=np.asarray(stats["propensities"], np.float64))
+    return {"num_examples": int(truth.shape[0]), "num_labels": int(truth.shape[1]),
+            "num_head_labels": len(stats["head"]), "num_tail_labels": len(stats["tail"]), "report": result}
+
+
+@tfx.dsl.components.component
+def MultiLabelEvaluator(
+    examples: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Examples],
+    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    label_stats: tfx.dsl.components.InputArtifact[LabelFrequencies],
+    metrics: tfx.dsl.components.OutputArtifact[MultiLabelMetrics],
+    split: tfx.dsl.components.Parameter[str] = "test",
+) -> None:
+    """Score `split` with the trained model and write metrics.json."""
+    pattern = os.path.join(artifact_utils.get_split_uri([examples], split), "*")
+    result = {"split": split, **evaluate_export(serving_dir(model.uri), pattern, load_stats(label_stats.uri))}
+    os.makedirs(metrics.uri, exist_ok=True)
+    with open(os.path.join(metrics.uri, METRICS_FILE), "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1, default=float)
+        handle.write("\n")
+    for key in HEADLINE:
+        value = result["report"]["overall"].get(key)
+        if value is not None and np.isfinite(value):
+            metrics.set_float_custom_property(key, float(value))
+
+
+def read_metrics(uri: str) -> dict[str, Any]:
+    """metrics.json of a MultiLabelMetrics artifact."""
+    with open(os.path.join(uri, METRICS_FILE), encoding="utf-8") as handle:
+        return json.load(handle)

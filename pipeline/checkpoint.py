@@ -1,0 +1,125 @@
+"""Fault-tolerant training: save the full training state at every epoch end, resume from it after a crash.
+
+Why not keras.callbacks.BackupAndRestore alone: its weights file does hold every optimizer (the shared one and
+CDGTModel's `player_optimizers`, checked), but not the dropout RNG state (SeedGenerator variables are not
+weights) nor EarlyStopping's progress, and it writes weights and epoch number in two non-atomic steps. A resumed
+run therefore drifts from an uninterrupted one. This checkpoint stores, atomically per epoch:
+weights + optimizer state (`model.save_weights`), seed-generator states, the epoch, EarlyStopping's wait/best
+and its best weights. With a data order that depends only on (seed, epoch), a killed and resumed run ends with
+the same weights as an uninterrupted one.
+
+Example:
+    >>> start = restore(model, ckpt_dir, early_stopping)        # 0 when there is nothing to resume
+    >>> model.fit(ds, initial_epoch=start, epochs=cfg.epochs,
+    ...           callbacks=[early_stopping, TrainingCheckpoint(ckpt_dir, early_stopping)])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+import keras
+import numpy as np
+
+STATE_FILE = "state.json"
+WEIGHTS_FILE = "latest.weights.h5"
+BEST_FILE = "best_weights.npz"
+
+
+def _seed_variables(model: keras.Model) -> list[Any]:
+    """The RNG state variables of every SeedGenerator in the model (dropout masks), in a stable order."""
+    return [v for v in model.variables if "seed_generator" in v.path]
+
+
+def completed_epochs(directory: str) -> int:
+    """Epochs finished by the run that wrote `directory` (0 if none)."""
+    path = os.path.join(directory, STATE_FILE)
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as handle:
+        return int(json.load(handle)["epoch"])
+
+
+def stopped_early(directory: str) -> bool:
+    """Whether the run that wrote `directory` had been stopped early (nothing left to train)."""
+    path = os.path.join(directory, STATE_FILE)
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as handle:
+        return bool(json.load(handle).get("stopped"))
+
+
+def finish_without_training(model: keras.Model, early_stopping: keras.callbacks.EarlyStopping | None) -> None:
+    """When a resumed run has no epoch left, do what EarlyStopping.on_train_end would have done."""
+    state = getattr(early_stopping, "cdgt_restored_state", None)
+    if early_stopping is not None and early_stopping.restore_best_weights and state and state[3] is not None:
+        model.set_weights(state[3])
+
+
+def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None) -> int:
+    """Load the last checkpoint into a built model; return the epoch to resume at (0 = fresh start)."""
+    path = os.path.join(directory, STATE_FILE)
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as handle:
+        state = json.load(handle)
+    model.load_weights(os.path.join(directory, state["weights"]))
+    for var, value in zip(_seed_variables(model), state["seeds"]):
+        var.assign(np.asarray(value, dtype=var.dtype))
+    if early_stopping is not None and state.get("early_stopping"):
+        es, best_weights = state["early_stopping"], None
+        best = os.path.join(directory, BEST_FILE)
+        if os.path.exists(best):
+            with np.load(best) as data:
+                best_weights = [data[f"w{i}"] for i in range(len(data.files))]
+        # EarlyStopping.on_train_begin resets its progress; TrainingCheckpoint puts this back at the first epoch.
+        early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights)
+    return int(state["epoch"])
+
+
+class TrainingCheckpoint(keras.callbacks.Callback):
+    """Write the training state to `directory` at the end of every epoch (atomically: a new state.json is
+    renamed into place only after its weights file is complete)."""
+
+    def __init__(self, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None):
+        super().__init__()
+        self.directory = directory
+        self.early_stopping = early_stopping
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        es = self.early_stopping
+        state = getattr(es, "cdgt_restored_state", None)
+        if state is not None:  # after EarlyStopping.on_train_begin has reset it
+            es.wait, es.best, es.best_epoch, es.best_weights = state
+            es.cdgt_restored_state = None
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        weights = f"epoch{epoch + 1}.weights.h5"
+        self.model.save_weights(os.path.join(self.directory, weights), overwrite=True)
+        state: dict[str, Any] = {"epoch": epoch + 1, "weights": weights, "stopped": bool(self.model.stop_training),
+                                 "seeds": [np.asarray(v).tolist() for v in _seed_variables(self.model)]}
+        es = self.early_stopping
+        if es is not None:
+            best = None if es.best is None else float(es.best)
+            state["early_stopping"] = {"wait": int(es.wait), "best": best, "best_epoch": int(es.best_epoch)}
+            if es.best_weights is not None:
+                np.savez(os.path.join(self.directory, "tmp_" + BEST_FILE),
+                         **{f"w{i}": w for i, w in enumerate(es.best_weights)})
+                os.replace(os.path.join(self.directory, "tmp_" + BEST_FILE), os.path.join(self.directory, BEST_FILE))
+        tmp = os.path.join(self.directory, STATE_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+        previous = completed_epochs(self.directory)
+        os.replace(tmp, os.path.join(self.directory, STATE_FILE))
+        old = os.path.join(self.directory, f"epoch{previous}.weights.h5")
+        if previous and previous != epoch + 1 and os.path.exists(old):
+            os.remove(old)
+
+
+def clear(directory: str) -> None:
+    """Remove a finished run's checkpoint (nothing left to resume)."""
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,157 @@
+"""create_pipeline(...): the cdgt TFX DAG.
+
+    ImportExampleGen (built TFRecords: train / validation / test)
+      -> StatisticsGen -> SchemaGen -> ExampleValidator
+      -> Transform (z-score | vocabulary + TF-IDF)           -> LabelStatsGen (cdgt.LabelFrequencies)
+      -> CdgtTrainer (run_fn in trainer_module.py; CDGTConfig via custom_config["cdgt"])
+      -> Evaluator (TFMA: value + change thresholds vs the latest blessed model) + MultiLabelEvaluator (SPEC §7)
+      -> Pusher (filesystem, TF Serving layout <serving_dir>/<version>/)
+
+Example:
+    >>> p = create_pipeline(PipelineSettings(name="cdgt-yeast", data_dir="runs/yeast/data/yeast",
+    ...                     root="runs/yeast/root", metadata_path="runs/yeast/metadata.sqlite",
+    ...                     serving_dir="runs/yeast/serving/cdgt-yeast"), CDGTConfig())  # doctest: +SKIP
+    >>> tfx.orchestration.LocalDagRunner().run(p)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.records import read_manifest
+from components.evaluation import MultiLabelEvaluator
+from components.label_stats_component import LabelStatsGen
+from components.trainer import CdgtTrainer
+from serving.export import LABELS_MULTI_HOT
+
+REPO = Path(__file__).resolve().parents[1]
+PREPROCESSING_FN = "pipeline.transform_module.preprocessing_fn"
+RUN_FN = "pipeline.trainer_module.run_fn"
+# The code each step runs. Its fingerprint goes into the step's custom_config, so a change retrains and nothing
+# else does (TFX's module_file packaging would fingerprint every file of pipeline/, CLI code included).
+TRANSFORM_CODE = ("pipeline/transform_module.py", "serving/model_input.py", "cdgt_keras/records.py")
+TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
+                "pipeline/checkpoint.py", "pipeline/transform_module.py", "components/trainer.py",
+                "components/label_stats_component.py", "components/label_stats.py")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")  # Kubeflow-compatible (STACK.md item 6)
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Where things go and how the model is judged; everything not a model hyper-parameter."""
+
+    name: str
+    data_dir: str
+    root: str
+    metadata_path: str
+    serving_dir: str
+    min_auc: float = 0.6  # TFMA value threshold on the micro AUC over all (example, label) pairs
+    max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
+    beam_args: tuple[str, ...] = field(default=("--direct_running_mode=in_memory", "--direct_num_workers=1"))
+    enable_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"pipeline name {self.name!r} must match [a-z0-9][a-z0-9-]* (Kubeflow names)")
+
+
+def pipeline_name(dataset: str) -> str:
+    """A valid pipeline name from a data set name: `cdgt-` + lower-case, other characters as '-'."""
+    return "cdgt-" + (re.sub(r"[^a-z0-9]+", "-", dataset.lower()).strip("-") or "data")
+
+
+def source_fingerprint(paths: tuple[str, ...]) -> str:
+    """sha256 (16 hex digits) over the Python files at `paths` (files or folders, relative to the repo)."""
+    digest = hashlib.sha256()
+    for rel in paths:
+        root = REPO / rel
+        for file in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def example_gen(data_dir: str) -> tfx.components.ImportExampleGen:
+    """ImportExampleGen over <data_dir>/<split>/*.tfrecord.gz, keeping the three splits."""
+    splits = [tfx.proto.Input.Split(name=s, pattern=f"{s}/*.tfrecord.gz") for s in SPLITS]
+    return tfx.components.ImportExampleGen(input_base=os.path.abspath(data_dir),
+                                           input_config=tfx.proto.Input(splits=splits))
+
+
+def eval_config(min_auc: float, max_auc_drop: float) -> tfma.EvalConfig:
+    """TFMA on the score matrix against the multi-hot labels (from the model's `transformed_labels` signature),
+    flattened into (example, label) pairs; AUC must clear `min_auc` and not fall more than `max_auc_drop`
+    below the latest blessed model."""
+    auc_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_auc}),
+        change_threshold=tfma.GenericChangeThreshold(direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                                                     absolute={"value": -max_auc_drop}))
+    metrics = [tfma.MetricConfig(class_name="ExampleCount"),
+               tfma.MetricConfig(class_name="AUC", threshold=auc_threshold),
+               tfma.MetricConfig(class_name="AUCPrecisionRecall"),
+               tfma.MetricConfig(class_name="BinaryCrossentropy")]
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=LABELS_MULTI_HOT,
+                                    preprocessing_function_names=["transformed_labels"])],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
+
+
+def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.Pipeline:
+    """The DAG for one built data directory and one CDGTConfig."""
+    manifest = read_manifest(settings.data_dir)
+    kind = manifest["feature_kind"]
+    gen = example_gen(settings.data_dir)
+    statistics = tfx.components.StatisticsGen(examples=gen.outputs["examples"])
+    schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+    validator = tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"],
+                                                schema=schema.outputs["schema"])
+    transform = tfx.components.Transform(
+        examples=gen.outputs["examples"], schema=schema.outputs["schema"], preprocessing_fn=PREPROCESSING_FN,
+        custom_config={"feature_kind": kind, "vocabulary_size": config.vocabulary_size,
+                       "code": source_fingerprint(TRANSFORM_CODE)}, disable_statistics=True)
+    stats = LabelStatsGen(
+        examples=gen.outputs["examples"], num_labels=int(manifest["num_labels"]),
+        label_names_json=json.dumps(manifest.get("label_names") or []), head_fraction=config.head_fraction,
+        tail_fraction=config.tail_fraction, psp_a=config.psp_a, psp_b=config.psp_b)
+    trainer = CdgtTrainer(
+        examples=transform.outputs["transformed_examples"], transform_graph=transform.outputs["transform_graph"],
+        schema=schema.outputs["schema"], label_stats=stats.outputs["label_stats"], run_fn=RUN_FN,
+        train_args=tfx.proto.TrainArgs(splits=["train"]), eval_args=tfx.proto.EvalArgs(splits=["validation"]),
+        custom_config={"cdgt": config.to_dict(),
+                       "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
+                       "checkpoint_root": os.path.join(os.path.abspath(settings.root), "_checkpoints"),
+                       "code": source_fingerprint(TRAINER_CODE)})
+    resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    evaluator = tfx.components.Evaluator(
+        examples=gen.outputs["examples"], model=trainer.outputs["model"], baseline_model=resolver.outputs["model"],
+        eval_config=eval_config(settings.min_auc, settings.max_auc_drop), example_splits=["test"])
+    multilabel = MultiLabelEvaluator(examples=gen.outputs["examples"], model=trainer.outputs["model"],
+                                     label_stats=stats.outputs["label_stats"])
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
+            base_directory=os.path.abspath(settings.serving_dir))))
+    return tfx.dsl.Pipeline(
+        pipeline_name=settings.name,
+        pipeline_root=os.path.abspath(settings.root),
+        components=[gen, statistics, schema, validator, transform, stats, trainer, resolver, evaluator, multilabel,
+                    pusher],
+        enable_cache=settings.enable_cache,
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            os.path.abspath(settings.metadata_path)),
+        beam_pipeline_args=list(settings.beam_args),
+    )

@@ -1,0 +1,176 @@
+"""The Trainer's module file: `run_fn(fn_args)` trains CDGTModel on the transformed examples and exports it.
+
+custom_config (set by pipeline/pipeline.py; the label-statistics uri is added by components/trainer.py):
+    {"cdgt": CDGTConfig.to_dict(), "data": {"feature_kind", "num_features"}, "checkpoint_root": DIR,
+     "code": fingerprint of the training code, "label_stats_uri": URI}
+
+Steps: CDGTModel from the one config and the label frequencies, under MirroredStrategy over the local devices
+(logical CPUs are made by the runner, STACK.md item 4); early stopping on the validation payoff; a checkpoint
+every epoch under `checkpoint_root` (a rerun after a crash resumes there); per-label thresholds tuned on the
+validation split; TensorBoard logs in the model_run directory; the serving SavedModel (serving/export.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+from typing import Any
+
+import keras
+import numpy as np
+import scipy.sparse as sp
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.model import CDGTModel
+from cdgt_keras.thresholds import tune_thresholds
+from components.label_stats_component import load_stats
+from pipeline import checkpoint
+from pipeline.callbacks import EpochLine, ValidationReport, log_hparams
+from pipeline.transform_module import model_width
+from serving.export import export_serving_model
+from serving.model_input import LABELS, model_input, multi_hot
+
+_SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
+
+
+def distribution_strategy() -> tf.distribute.Strategy:
+    """MirroredStrategy over the local GPUs, else over the (logical) CPUs."""
+    devices = [d.name for d in tf.config.list_logical_devices("GPU")] or \
+        [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def _files(patterns: list[str]) -> list[str]:
+    files = sorted(f for p in patterns for f in tf.io.gfile.glob(p))
+    if not files:
+        raise FileNotFoundError(f"no transformed examples match {patterns}")
+    return files
+
+
+def _parser(tft_output: Any, kind: str, width: int, num_labels: int, with_labels: bool = True):
+    spec = tft_output.transformed_feature_spec()
+
+    def parse(serialized: tf.Tensor) -> Any:
+        parsed = tf.io.parse_example(serialized, spec)
+        x = model_input(parsed, kind, width)
+        return (x, multi_hot(parsed[LABELS], num_labels)) if with_labels else x
+
+    return parse
+
+
+def train_dataset(files: list[str], parse: Any, batch_size: int, num_train: int, seed: int, start_epoch: int,
+                  epochs: int) -> tf.data.Dataset:
+    """Epochs start_epoch..epochs-1, each shuffled with a seed of (seed, epoch) only and batched on its own, so
+    a run resumed at epoch k sees exactly the batches an uninterrupted run sees from epoch k on."""
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    buffer = max(1, min(num_train, _SHUFFLE_LIMIT))
+    per_epoch = [records.shuffle(buffer, seed=seed * 100_003 + e, reshuffle_each_iteration=False).batch(batch_size)
+                 for e in range(start_epoch, epochs)]
+    if not per_epoch:
+        return records.take(0).batch(batch_size).map(parse)
+    ds = functools.reduce(lambda a, b: a.concatenate(b), per_epoch)
+    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def eval_dataset(files: list[str], parse: Any, batch_size: int) -> tf.data.Dataset:
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    return records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def collect_labels(files: list[str], num_labels: int, batch_size: int = 4096) -> sp.csr_matrix:
+    """The multi-hot labels of a split as a 0/1 csr matrix, batch by batch."""
+    spec = {LABELS: tf.io.VarLenFeature(tf.int64)}
+    parts = []
+    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
+        ids = tf.io.parse_example(batch, spec)[LABELS]
+        rows = int(ids.dense_shape[0])
+        idx = ids.indices.numpy()
+        parts.append(sp.csr_matrix((np.ones(idx.shape[0], np.uint8), (idx[:, 0], ids.values.numpy())),
+                                   shape=(rows, num_labels)))
+    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, num_labels), dtype=np.uint8)
+
+
+def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_uri: str, code: str = "") -> str:
+    """A directory that a rerun of the same training (same config, data, statistics, code) finds again."""
+    key = json.dumps({"config": config.to_dict(), "train": train_files, "stats": stats_uri, "code": code},
+                     sort_keys=True)
+    return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+def build_model(config: CDGTConfig, freq: np.ndarray, width: int) -> CDGTModel:
+    """A compiled, built CDGTModel (every optimizer built on its own variables, STACK.md item 2)."""
+    model = CDGTModel(config, freq)
+    model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), jit_compile=False)
+    model.build((None, width))
+    return model
+
+
+def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset, steps: int, start: int,
+        callbacks: list[keras.callbacks.Callback],
+        early: keras.callbacks.EarlyStopping | None = None) -> dict[str, list[float]]:
+    """model.fit from epoch `start` (resumed) to config.epochs; returns the history."""
+    if start >= config.epochs:  # a resumed run that had finished training (or stopped early)
+        checkpoint.finish_without_training(model, early)
+        return {}
+    history = model.fit(train, validation_data=validation, epochs=config.epochs, initial_epoch=start,
+                        steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    return {k: [float(v) for v in vs] for k, vs in history.history.items()}
+
+
+def run_fn(fn_args: Any) -> None:
+    """TFX Trainer entry point."""
+    custom = fn_args.custom_config
+    config = CDGTConfig.from_dict(custom["cdgt"])
+    data, stats = custom["data"], load_stats(custom["label_stats_uri"])
+    kind, num_labels = data["feature_kind"], int(stats["num_labels"])
+    width = model_width(kind, int(data.get("num_features") or 0), config.vocabulary_size)
+    tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    train_files, val_files = _files(fn_args.train_files), _files(fn_args.eval_files)
+    parse = _parser(tft_output, kind, width, num_labels)
+    ckpt = checkpoint_dir(custom["checkpoint_root"], config, train_files, custom["label_stats_uri"],
+                          custom.get("code", ""))
+
+    keras.utils.set_random_seed(config.seed)
+    strategy = distribution_strategy()
+    print(f"[cdgt trainer] {strategy.num_replicas_in_sync} replica(s) {strategy.extended.worker_devices}; "
+          f"checkpoints in {ckpt}", flush=True)
+    with strategy.scope():
+        model = build_model(config, np.asarray(stats["freq"], np.float64), width)
+    early = keras.callbacks.EarlyStopping(monitor="val_payoff", mode="max", patience=config.early_stopping_patience,
+                                          restore_best_weights=True) if config.early_stopping_patience else None
+    start = checkpoint.restore(model, ckpt, early)
+    if checkpoint.stopped_early(ckpt):
+        start = config.epochs
+    if start:
+        print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
+    val_x = eval_dataset(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False), config.batch_size)
+    val_labels = collect_labels(val_files, num_labels)
+    report = ValidationReport(val_x, val_labels, stats, config, fn_args.model_run_dir)
+    callbacks = [report, keras.callbacks.TensorBoard(fn_args.model_run_dir, update_freq="epoch"),
+                 *([early] if early else []), checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()]
+    log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
+    steps = max(1, math.ceil(int(stats["num_train"]) / config.batch_size))
+    history = fit(model, config, train_dataset(train_files, parse, config.batch_size, int(stats["num_train"]),
+                                               config.seed, start, config.epochs),
+                  eval_dataset(val_files, parse, config.batch_size), steps, start, callbacks, early)
+
+    val_probs = np.asarray(model.predict(val_x, verbose=0))
+    thresholds = tune_thresholds(val_probs, val_labels, mode=config.thresholds,
+                                 min_positives=config.min_threshold_positives)
+    names = stats.get("label_names") or [str(i) for i in range(num_labels)]
+    export_serving_model(model, tft_output, fn_args.serving_model_dir, names, thresholds, feature_kind=kind,
+                         input_width=width, metadata={"config": config.to_dict(), "epochs_run": len(
+                             history.get("loss", [])) + start})
+    _write_json(os.path.join(fn_args.model_run_dir, "history.json"), history)
+    checkpoint.clear(ckpt)
+
+
+def _write_json(path: str, payload: dict[str, Any]) -> None:
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(payload, indent=1, default=float) + "\n")
