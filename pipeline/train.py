@@ -48,26 +48,24 @@ def load_data(data_dir: str | Path | None, dataset: str, config: CDGTConfig) -> 
     return splits
 
 
-def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
-                 verbose: int = 1) -> dict[str, Any]:
-    """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json."""
-    import keras
-    import numpy as np
+def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelData, *,
+              callbacks: list | None = None, verbose: int = 0) -> tuple[Any, Any, float]:
+    """Build, compile and fit CDGTModel (early stopping on val_payoff); returns (model, history, train seconds).
 
-    from cdgt_keras.evaluation import evaluate_model
+    The one place that trains; `run_training` and the benchmarks (pipeline/bench) both call it.
+        >>> model, history, seconds = fit_model(CDGTConfig(epochs=2), splits["train"], splits["validation"])
+    """
+    import keras
+
     from cdgt_keras.inputs import make_dataset
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.model import CDGTModel
 
-    output = Path(output)
-    output.mkdir(parents=True, exist_ok=True)
-    config.save(output / "config.json")
-    train, validation, test = splits["train"], splits["validation"], splits["test"]
-    counts, freq = label_frequencies(train.labels, train.num_labels)
+    _, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
     model = CDGTModel(config, freq)
     model.compile(optimizer=keras.optimizers.Adam(config.learning_rate), jit_compile=False)
-    callbacks: list[keras.callbacks.Callback] = [keras.callbacks.TensorBoard(str(output / "logs"))]
+    callbacks = list(callbacks or [])
     if config.early_stopping_patience > 0:
         # The payoff, not the loss (-Phi): the literal KL reward can raise Phi while predictions get worse.
         callbacks.append(keras.callbacks.EarlyStopping(
@@ -79,7 +77,25 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
         make_dataset(train.features, train.labels, batch_size=config.batch_size, shuffle=True, seed=config.seed),
         validation_data=make_dataset(validation.features, validation.labels, batch_size=config.batch_size),
         epochs=config.epochs, callbacks=callbacks, verbose=0)
-    train_seconds = time.perf_counter() - started
+    return model, history, time.perf_counter() - started
+
+
+def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
+                 verbose: int = 1) -> dict[str, Any]:
+    """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json."""
+    import keras
+    import numpy as np
+
+    from cdgt_keras.evaluation import evaluate_model
+    from cdgt_keras.labels import label_frequencies
+
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    config.save(output / "config.json")
+    train, validation, test = splits["train"], splits["validation"], splits["test"]
+    counts, _ = label_frequencies(train.labels, train.num_labels)
+    model, history, train_seconds = fit_model(
+        config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))], verbose=verbose)
     started = time.perf_counter()
     evaluation = evaluate_model(model, validation, test, counts, train.num_examples, config)
     model.save(output / "model.keras")

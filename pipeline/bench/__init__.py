@@ -1,0 +1,14 @@
+"""The quality benchmark (`cdgt bench quality`): CD-GTMLL, the paper's ablations and peer libraries side by side.
+
+One concept per module:
+    datasets     named data sets, built once into a cache with components' build, loaded with TF-IDF for text
+    methods      named methods: CDGTConfig variants (presets / overrides) and the peers
+    peers        Omikuji (Parabel settings) and LibMultiLabel linear one-vs-rest behind one `fit_predict`
+    measures     what one run records beyond cdgt_keras.metrics.report (specialisation, PR and long-tail curves)
+    runner       one (dataset, method, seed) run -> one JSON file; resumable
+    experiments  the named grids (main, sensitivity_*, rare, overhead, extras) and the profiles (quick, full)
+    aggregate    mean ± std over seeds
+    verdicts     the paper's claims checked against our numbers
+    report       bench/REPORT.md from the JSON; plots the PNGs
+Nothing outside pipeline/ imports this package.
+"""

@@ -1,0 +1,145 @@
+"""Named benchmark data sets: built once from CDGT_DATA_DIR into a cache with components' build, then loaded.
+
+Every method sees the same splits and the same features: dense / sparse ARFF features as stored, TF-IDF for
+text (fitted on train, `pipeline.train.load_data`). "-R" variants ("corel5k-R30", "debtags-R50") remove 30 % / 50 %
+of the training positives of the rarest ceil(tail_fraction · L) labels (`cdgt data build --rare-variant`).
+
+Example:
+    >>> data = load_dataset("yeast", data_root="../shared/data", cache_dir="runs/bench-data")  # doctest: +SKIP
+    >>> data.splits["train"].num_labels, data.sources[0]["sha256"][:8]  # doctest: +SKIP
+    (14, '...')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.data import MultiLabelData
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where a data set comes from and how it is built (recorded with every run)."""
+
+    format: str  # arff | debian | synthetic
+    source: str = ""  # folder under the data root
+    task: str | None = None
+    min_label_count: int = 0
+    note: str = ""
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "yeast": DatasetSpec("arff", "yeast"),
+    "emotions": DatasetSpec("arff", "emotions"),
+    "bibtex": DatasetSpec("arff", "bibtex"),
+    "corel5k": DatasetSpec("arff", "corel5k"),
+    "delicious": DatasetSpec("arff", "delicious"),
+    "debtags": DatasetSpec("debian", "debian-bookworm", task="debtags"),
+    # 41k targets, 19k of them seen once: labels with < 20 training positives are dropped, which keeps dense
+    # [n, L] scores (thresholds, mAP, every method's evaluation) affordable; the report's data table says so.
+    "deps": DatasetSpec("debian", "debian-bookworm", task="deps", min_label_count=20,
+                        note="labels with < 20 training positives dropped (--min-label-count 20)"),
+    "synthetic": DatasetSpec("synthetic", note="cdgt_keras.synthetic: 1,500 examples, 40 Zipf labels, seed 0"),
+}
+_RARE = re.compile(r"^(?P<base>[a-z0-9]+)-R(?P<percent>\d{1,2})$")
+
+
+@dataclass(frozen=True)
+class BenchData:
+    """Loaded splits plus what a result file records about them."""
+
+    name: str
+    splits: dict[str, MultiLabelData]
+    sources: list[dict[str, str]] = field(default_factory=list)  # [{"path", "sha256"}] from the manifest
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def data_root() -> Path:
+    """CDGT_DATA_DIR, default ../shared/data relative to the repository."""
+    return Path(os.environ.get("CDGT_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
+
+
+def parse_name(name: str) -> tuple[str, float]:
+    """("corel5k", 0.3) for "corel5k-R30"; (name, 0.0) for a plain name; ValueError for an unknown one."""
+    match = _RARE.match(name)
+    base, fraction = (match["base"], int(match["percent"]) / 100) if match else (name, 0.0)
+    if base not in DATASETS or (fraction and DATASETS[base].format == "synthetic"):
+        raise ValueError(f"unknown data set {name!r}; choose from {sorted(DATASETS)} or NAME-R30 / NAME-R50")
+    return base, fraction
+
+
+def build_dataset(name: str, root: Path, cache_dir: Path) -> Path:
+    """The built directory of `name` under `cache_dir`, running `components.example_gen.build` only once."""
+    base, fraction = parse_name(name)
+    spec, out = DATASETS[base], cache_dir / name
+    if (out / "manifest.json").is_file():
+        return out
+    from components.example_gen import BuildOptions, build
+    from components.formats.sources import make_source
+
+    rare_k = 0
+    if fraction:
+        from cdgt_keras.records import read_manifest
+
+        num_labels = int(read_manifest(build_dataset(base, root, cache_dir))["num_labels"])
+        rare_k = math.ceil(CDGTConfig.tail_fraction * num_labels)
+    options = {"task": spec.task} if spec.format == "debian" else {}
+    source = make_source(spec.format, [str(root / spec.source)], **options)
+    build(source, BuildOptions(out=str(out), task=spec.task, min_label_count=spec.min_label_count,
+                               rare_fraction=fraction, rare_k=rare_k, overwrite=True),
+          ["--direct_running_mode=in_memory"])
+    return out
+
+
+_LOADED: dict[tuple[str, str], BenchData] = {}
+
+
+def load_dataset(name: str, root: Path | None = None, cache_dir: Path | None = None) -> BenchData:
+    """Splits of `name` (built on first use, cached in memory for the rest of the process)."""
+    root = Path(root) if root else data_root()
+    cache_dir = Path(cache_dir) if cache_dir else REPO / "runs" / "bench-data"
+    key = (name, str(cache_dir))
+    if key not in _LOADED:
+        _LOADED[key] = _synthetic() if name == "synthetic" else _built(name, root, cache_dir)
+    return _LOADED[key]
+
+
+def _built(name: str, root: Path, cache_dir: Path) -> BenchData:
+    from cdgt_keras.records import read_manifest
+    from pipeline.train import load_data
+
+    if not root.is_dir():
+        raise FileNotFoundError(f"data root {root} not found (set CDGT_DATA_DIR)")
+    directory = build_dataset(name, root, cache_dir)
+    manifest = read_manifest(directory)
+    splits = load_data(directory, name, CDGTConfig())
+    base, _ = parse_name(name)
+    facts = {"feature_kind": manifest["feature_kind"], "split_rule": manifest.get("split_rule"),
+             "build_options": manifest.get("options"), "note": DATASETS[base].note,
+             "rare_variant": {k: v for k, v in manifest.get("rare_variant", {}).items() if k != "labels"}}
+    return BenchData(name, splits, list(manifest.get("sources", [])), {**facts, **shape_facts(splits)})
+
+
+def _synthetic() -> BenchData:
+    from cdgt_keras.synthetic import synthetic_splits
+
+    params = {"num_examples": 1500, "num_labels": 40, "seed": 0}
+    splits = synthetic_splits(**params)
+    digest = hashlib.sha256(repr(sorted(params.items())).encode()).hexdigest()
+    return BenchData("synthetic", splits, [{"path": f"cdgt_keras.synthetic{params}", "sha256": digest}],
+                     {"feature_kind": "dense", "note": DATASETS["synthetic"].note, **shape_facts(splits)})
+
+
+def shape_facts(splits: dict[str, MultiLabelData]) -> dict[str, Any]:
+    """Split sizes, L and feature count: `{"num_train": 1353, ..., "num_labels": 14, "num_features": 103}`."""
+    out: dict[str, Any] = {f"num_{s}": d.num_examples for s, d in splits.items()}
+    return {**out, "num_labels": splits["train"].num_labels, "num_features": splits["train"].num_features}

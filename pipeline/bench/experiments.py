@@ -1,0 +1,104 @@
+"""The named experiment grids (the paper's tables re-run, plus extra rows) and the two profiles.
+
+An experiment is a list of data sets and a list of method names (pipeline.bench.methods); runs are shared
+between experiments (the defaults' run on bibtex serves `main`, every `sensitivity_*` and `extras`).
+
+Example:
+    >>> [s.method.name for s in expand(EXPERIMENTS["sensitivity_alpha"], datasets=["yeast"], seeds=1)][:2]
+    ['cdgt[alpha=0.0]', 'cdgt[alpha=0.1]']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.bench.methods import resolve
+from pipeline.bench.runner import RunSpec
+
+BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
+PEERS = ("omikuji", "libmultilabel")
+SMALL = ("yeast", "emotions", "bibtex", "corel5k")
+FIXED_EPOCHS = "early_stopping_patience=0,epochs=5"  # overhead runs: the same number of epochs for every N
+
+
+def _grid(key: str, values: Sequence[object]) -> tuple[str, ...]:
+    return tuple(f"cdgt[{key}={v}]" for v in values)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A table of the report: which data sets, which methods, how many seeds by default."""
+
+    title: str
+    what: str
+    datasets: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: int = 3
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "main": Experiment(
+        "Main comparison", "CD-GTMLL defaults vs the paper's ablations, focal loss, ASL, the bar (rarity_bce) and "
+        "the peers", (*SMALL, "debtags", "delicious", "deps"), ("cdgt", *BASELINES, *PEERS)),
+    "sensitivity_alpha": Experiment("Sensitivity to alpha", "curiosity weight", ("yeast", "bibtex", "corel5k"),
+                                    _grid("alpha", (0.0, 0.1, 0.3, 0.5, 0.7, 1.0))),
+    "sensitivity_beta": Experiment("Sensitivity to beta", "disagreement weight", ("yeast", "bibtex", "corel5k"),
+                                   _grid("beta", (0.0, 0.05, 0.1, 0.2, 0.5, 1.0))),
+    "sensitivity_rho": Experiment("Sensitivity to rho", "overlap ratio", ("yeast", "bibtex", "corel5k"),
+                                  _grid("overlap", (0.0, 0.1, 0.2, 0.3, 0.4, 0.5))),
+    "sensitivity_n": Experiment("Sensitivity to N", "number of players", ("yeast", "bibtex", "corel5k"),
+                                _grid("n_players", range(1, 9))),
+    "rare": Experiment(
+        "Rare-focused (-R) variants", "30 % / 50 % of the rarest labels' training positives removed",
+        ("corel5k", "corel5k-R30", "corel5k-R50", "bibtex", "bibtex-R30", "bibtex-R50",
+         "debtags", "debtags-R30", "debtags-R50"),
+        ("cdgt", "bce", "single_predictor", "no_curiosity", "rarity_bce", *PEERS)),
+    "specialisation": Experiment("Player specialisation", "each player's F1 on its head and tail labels",
+                                 SMALL, ("cdgt", "cdgt[correctness=positives,rarity=inverse_sqrt]")),
+    "disagreement": Experiment("Disagreement and the potential over training", "kl_head, kl_tail, Phi per epoch",
+                               SMALL, ("cdgt", "cdgt[disagreement=js]", "cdgt[beta_schedule=anneal]")),
+    "overhead": Experiment(
+        "Overhead", "time per epoch and inference time for N = 1, 3, 5, both schedules (5 epochs, no early stop)",
+        ("bibtex",), tuple(f"cdgt[{FIXED_EPOCHS},n_players={n},schedule={s}]"
+                           for s in ("cyclic", "simultaneous") for n in (1, 3, 5)), seeds=1),
+    "extras": Experiment(
+        "Beyond the paper", "one change at a time on top of the defaults", ("bibtex", "corel5k"),
+        ("cdgt", "rarity_bce", "cdgt[rarity=inverse_sqrt]", "cdgt[rarity=inverse]", "cdgt[correctness=positives]",
+         "cdgt[disagreement=js]", "cdgt[disagreement=kl_clipped]", "cdgt[beta_schedule=anneal]",
+         "cdgt[head_hidden=]", "cdgt[shared_encoder=false]")),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Defaults a profile puts on every experiment (None: the experiment's own)."""
+
+    what: str
+    datasets: tuple[str, ...] | None = None
+    methods: tuple[str, ...] | None = None
+    seeds: int | None = None
+    epochs: int | None = None
+    experiments: tuple[str, ...] = ("main",)
+
+
+PROFILES: dict[str, Profile] = {
+    "full": Profile("every experiment's own data sets, methods and 3 seeds (hours)"),
+    "quick": Profile("yeast + emotions + a small synthetic set, 3 methods, 1 seed, 2 epochs (a few minutes; CI)",
+                     datasets=("yeast", "emotions", "synthetic"), methods=("cdgt", "rarity_bce", "omikuji"),
+                     seeds=1, epochs=2),
+}
+
+
+def expand(experiment: Experiment, *, datasets: Sequence[str] | None = None, methods: Sequence[str] | None = None,
+           seeds: int | None = None, epochs: int | None = None) -> list[RunSpec]:
+    """The runs of an experiment, in order data set -> method -> seed; `epochs` overrides every CD-GTMLL run."""
+    specs = []
+    for dataset in datasets or experiment.datasets:
+        for name in methods or experiment.methods:
+            method = resolve(name)
+            row = method.name
+            if epochs is not None and "early_stopping_patience=0" not in row:
+                method = method.with_overrides(epochs=epochs)
+            specs += [RunSpec(dataset, method, seed, row) for seed in range(seeds or experiment.seeds)]
+    return specs

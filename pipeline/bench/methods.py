@@ -1,0 +1,126 @@
+"""Named benchmark methods: CDGTConfig variants (a preset plus `key=value` overrides) and the peer libraries.
+
+A name is a base method, optionally with overrides in brackets: "cdgt", "rarity_bce", "cdgt[alpha=0.3]",
+"cdgt[n_players=5,schedule=simultaneous]"; tuple values use ":" ("cdgt[head_hidden=512:256]", empty = none).
+Overrides equal to the base's own values are dropped, so "cdgt[alpha=0.5]" is "cdgt" and their runs are shared.
+
+Example:
+    >>> resolve("cdgt[alpha=0.3]").config(seed=1).alpha
+    0.3
+    >>> resolve("cdgt[alpha=0.5]").name
+    'cdgt'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cdgt_keras.config import CDGTConfig, parse_assignments
+
+PEERS = ("omikuji", "libmultilabel")
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base method: what it is, how it is built (a preset and overrides, or a peer library)."""
+
+    label: str
+    kind: str = "cdgt"  # cdgt | omikuji | libmultilabel
+    preset: str | None = None
+    overrides: tuple[str, ...] = ()
+
+
+_N1 = ("n_players=1", "alpha=0", "beta=0")
+BASES: dict[str, Base] = {
+    "cdgt": Base("CD-GTMLL, defaults (N=3, alpha 0.5, beta 0.2, KL, cyclic)"),
+    "bce": Base("N=1 plain BCE", overrides=_N1),
+    "single_predictor": Base("variant B: N=1 rarity-weighted BCE (w = 1/(1+freq))", preset="single_predictor"),
+    "no_curiosity": Base("variant A: N=3, alpha=0", preset="no_curiosity"),
+    "focal": Base("N=1 focal loss (gamma 2)", overrides=(*_N1, "payoff=focal")),
+    "asl": Base("N=1 asymmetric loss (ASL)", overrides=(*_N1, "payoff=asl")),
+    "rarity_bce": Base("the bar (SPEC 5a): N=1 BCE weighted by freq^-1/2", preset="rarity_bce"),
+    "paper": Base("the paper's literal form (preset paper)", preset="paper"),
+    "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
+    "libmultilabel": Base("LibMultiLabel 0.10.0 linear one-vs-rest (LIBLINEAR)", kind="libmultilabel"),
+}
+_NAME = re.compile(r"^(?P<base>[a-z_0-9]+)(\[(?P<args>[^\]]*)\])?$")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A resolved method: canonical name, base, and the typed overrides on top of the base's config."""
+
+    name: str
+    base: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return BASES[self.base].kind
+
+    @property
+    def label(self) -> str:
+        extra = ", ".join(f"{k}={_fmt(v)}" for k, v in self.overrides)
+        return BASES[self.base].label + (f"; {extra}" if extra else "")
+
+    def config(self, seed: int = 0) -> CDGTConfig:
+        """The CDGTConfig of this method (peers use it for thresholds and evaluation settings only)."""
+        return base_config(self.base).replace(**dict(self.overrides), seed=seed)
+
+    def with_overrides(self, **changes: Any) -> Method:
+        """The same method with more overrides (e.g. epochs for a profile); peers are returned unchanged."""
+        if self.kind != "cdgt":
+            return self
+        return resolve(_compose(self.base, {**dict(self.overrides), **changes}))
+
+
+def base_config(base: str) -> CDGTConfig:
+    """The base's config: its preset (or the defaults) plus its own overrides."""
+    spec = BASES[base]
+    config = CDGTConfig.preset(spec.preset) if spec.preset else CDGTConfig()
+    return config.with_overrides(list(spec.overrides))
+
+
+def resolve(name: str) -> Method:
+    """Parse "base[key=value,...]" into a canonical Method; errors name the bad part."""
+    match = _NAME.match(name.strip())
+    if not match or match["base"] not in BASES:
+        raise ValueError(f"unknown method {name!r}; bases: {sorted(BASES)} (overrides as cdgt[alpha=0.3])")
+    base, args = match["base"], match["args"] or ""
+    assignments = [a.replace(":", ",") for a in args.split(",") if a.strip()]
+    if assignments and BASES[base].kind != "cdgt":
+        raise ValueError(f"method {name!r}: peers take no overrides")
+    reference = base_config(base)
+    try:
+        typed = parse_assignments(assignments)
+        applied = reference.replace(**typed)  # validates the values now, not in the middle of a benchmark
+    except ValueError as err:
+        raise ValueError(f"method {name!r}: {str(err).removeprefix('--set ')}") from None
+    kept = {k: getattr(applied, k) for k in typed if getattr(applied, k) != getattr(reference, k)}
+    return Method(_compose(base, kept), base, tuple(sorted(kept.items())))
+
+
+def split_names(text: str) -> list[str]:
+    """Split a comma-separated method list, keeping commas inside brackets: "a,b[x=1,y=2]" -> ["a", "b[x=1,y=2]"]."""
+    out, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += char
+    return [n.strip() for n in [*out, current] if n.strip()]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ":".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _compose(base: str, overrides: dict[str, Any]) -> str:
+    inner = ",".join(f"{k}={_fmt(v)}" for k, v in sorted(overrides.items()))
+    return f"{base}[{inner}]" if inner else base

@@ -1,0 +1,115 @@
+"""PNG plots of the benchmark: sensitivity curves, tail precision-recall, long-tail F1, disagreement over training.
+
+Each function takes the loaded results and writes one PNG per data set (or grid); it returns the paths written.
+
+Example:
+    >>> paths = tail_pr_plots(results, Path("bench/plots"), rows=("cdgt", "rarity_bce"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.bench.aggregate import Summary, runs_of
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    _plt().close(fig)
+    return path
+
+
+def sensitivity_plot(table: dict[tuple[str, str], Summary], key: str, points: dict[float, str],
+                     out: Path) -> Path | None:
+    """Rare-F1 and micro-F1 (mean ± std over seeds) against one hyper-parameter, one line per data set."""
+    datasets = sorted({d for d, r in table if r in points.values() and r != "cdgt"})
+    if not datasets:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, (metric, name) in zip(axes, (("overall/rare_f1", "Rare-F1"), ("overall/micro_f1", "Micro-F1"))):
+        for d in datasets:
+            xs = [x for x, r in points.items() if (d, r) in table]
+            ms = [100 * table[(d, points[x])].mean[metric] for x in xs]
+            ss = [100 * table[(d, points[x])].std[metric] for x in xs]
+            ax.errorbar(xs, ms, yerr=ss, marker="o", capsize=3, label=d)
+        ax.set_xlabel(key)
+        ax.set_ylabel(f"{name} (%)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"sensitivity to {key}")
+    return _save(fig, out / f"sensitivity_{key}.png")
+
+
+def tail_pr_plots(results: list[dict[str, Any]], out: Path, rows: tuple[str, ...]) -> list[Path]:
+    """Tail-label micro precision vs recall (seed 0 of each row), one PNG per data set."""
+    return _per_dataset(results, out, rows, "tail_pr", _draw_pr)
+
+
+def long_tail_plots(results: list[dict[str, Any]], out: Path, rows: tuple[str, ...]) -> list[Path]:
+    """Micro-F1 per label-frequency decile (head on the left), one PNG per data set."""
+    return _per_dataset(results, out, rows, "long_tail", _draw_long_tail)
+
+
+def _per_dataset(results, out, rows, name, draw) -> list[Path]:
+    paths = []
+    for d in sorted({r["dataset"]["name"] for r in results}):
+        present = [(row, runs[0]) for row in rows if (runs := runs_of(results, d, row))]
+        if len(present) < 2:
+            continue
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        for row, run in present:
+            draw(ax, row, run["curves"][name])
+        ax.set_title(f"{d}: {name.replace('_', ' ')}")
+        ax.legend(fontsize=7)
+        paths.append(_save(fig, out / f"{name}_{d}.png"))
+    return paths
+
+
+def _draw_pr(ax, row: str, curve: dict[str, list[float]]) -> None:
+    ax.plot(curve["recall"], curve["precision"], label=row)
+    ax.set_xlabel("recall (tail labels)")
+    ax.set_ylabel("precision (tail labels)")
+
+
+def _draw_long_tail(ax, row: str, curve: dict[str, list[float]]) -> None:
+    ax.plot(curve["bin"], [100 * f for f in curve["f1"]], marker=".", label=row)
+    ax.set_xlabel("label-frequency decile (1 = most frequent)")
+    ax.set_ylabel("micro-F1 (%)")
+
+
+def disagreement_plots(results: list[dict[str, Any]], out: Path, row: str = "cdgt") -> list[Path]:
+    """KL on head and tail overlap labels and the potential Phi per epoch (training; seed 0), per data set."""
+    paths = []
+    for d in sorted({r["dataset"]["name"] for r in results}):
+        runs = [r for r in runs_of(results, d, row) if r.get("history", {}).get("kl_tail")]
+        if not runs or not any(runs[0]["history"]["kl_head"] + runs[0]["history"]["kl_tail"]):
+            continue  # no overlap labels: nothing to draw
+        h = runs[0]["history"]
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(5.5, 4))
+        epochs = range(1, len(h["kl_tail"]) + 1)
+        ax.plot(epochs, h["kl_head"], marker=".", label="KL head labels")
+        ax.plot(epochs, h["kl_tail"], marker=".", label="KL tail labels")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("mean KL on overlap labels")
+        twin = ax.twinx()
+        twin.plot(epochs, h["potential"], color="black", ls="--", label="potential Phi")
+        twin.set_ylabel("Phi")
+        ax.legend(loc="upper left", fontsize=7)
+        twin.legend(loc="upper right", fontsize=7)
+        ax.set_title(f"{d}: {row}")
+        paths.append(_save(fig, out / f"disagreement_{d}.png"))
+    return paths

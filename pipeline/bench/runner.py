@@ -1,0 +1,175 @@
+"""One benchmark run: (data set, method, seed) -> one JSON file under <output>/results/. Resumable.
+
+A run whose file exists is skipped unless `force`; files are written atomically (*.tmp, then renamed), so an
+interrupted benchmark leaves no half-written result. The file holds the config, the data's sha256 (from the
+build manifest), package versions, the machine, every metric of cdgt_keras.metrics.report (overall / head /
+tail), training and inference time, and for CD-GTMLL the game's history and the players' specialisation.
+
+Example:
+    >>> spec = RunSpec("yeast", resolve("cdgt"), seed=0)  # doctest: +SKIP
+    >>> run(spec, Path("bench/results"))                   # doctest: +SKIP
+    'done'
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.bench.datasets import BenchData, load_dataset
+from pipeline.bench.environment import environment
+from pipeline.bench.methods import Method
+
+SCHEMA = 1
+HISTORY_KEYS = ("loss", "payoff", "potential", "kl_head", "kl_tail", "val_payoff", "val_potential",
+                "val_kl_head", "val_kl_tail")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to run; `row` is the method's name in the experiment tables (before profile overrides)."""
+
+    dataset: str
+    method: Method
+    seed: int
+    row: str = ""
+
+    def path(self, results_dir: Path) -> Path:
+        return Path(results_dir) / f"{self.dataset}__{self.method.name}__s{self.seed}.json"
+
+
+def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir: Path | None = None,
+        force: bool = False) -> str:
+    """Run `spec` unless its result exists; returns "skipped", "done" or "unavailable" (peer not installed)."""
+    path = spec.path(results_dir)
+    if path.is_file() and not force:
+        return "skipped"
+    if spec.method.kind != "cdgt":
+        from pipeline.bench.peers import available
+
+        if not available(spec.method.kind):
+            return "unavailable"
+    data = load_dataset(spec.dataset, root, cache_dir)
+    body = _run_cdgt(spec, data) if spec.method.kind == "cdgt" else _run_peer(spec, data)
+    result = {"schema": SCHEMA, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "command": " ".join(["cdgt", *sys.argv[1:]]) if sys.argv else "",
+              "dataset": {"name": data.name, "sources": data.sources, **data.facts},
+              "method": {"name": spec.method.name, "row": spec.row or spec.method.name, "kind": spec.method.kind,
+                         "label": spec.method.label},
+              "seed": spec.seed, **body, "environment": environment()}
+    write_json(path, result)
+    return "done"
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Atomic write: a *.tmp sibling, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True, default=_plain) + "\n")
+    tmp.replace(path)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _epoch_timer():
+    import keras
+
+    class EpochTimer(keras.callbacks.Callback):
+        """Wall time of each epoch (training steps plus the validation pass)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds: list[float] = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self.started)
+
+    return EpochTimer()
+
+
+def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
+    import keras
+
+    from cdgt_keras.evaluation import predict_probs
+    from pipeline.bench.measures import player_probs, specialisation
+    from pipeline.train import fit_model
+
+    config = spec.method.config(spec.seed)
+    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
+    timer = _epoch_timer()
+    model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
+    val_probs = predict_probs(model, validation, config.batch_size)
+    started = time.perf_counter()
+    test_probs = predict_probs(model, test, config.batch_size)
+    inference_seconds = time.perf_counter() - started
+    body = _evaluate(config, data, val_probs, test_probs)
+    players = player_probs(model, test.features, config.batch_size)
+    body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
+                                            np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
+    body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
+    body["timing"] = {"train_seconds": train_seconds, "inference_seconds": inference_seconds,
+                      "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
+    del model
+    keras.backend.clear_session()
+    return {"config": config.to_dict(), **body}
+
+
+def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
+    from pipeline.bench.peers import LIBLINEAR_OPTIONS, OMIKUJI_BEAM, fit_predict
+
+    config = spec.method.config(spec.seed)
+    out = fit_predict(spec.method.kind, data.splits)
+    body = _evaluate(config, data, out.validation_scores, out.test_scores)
+    body.pop("_thresholds"), body.pop("_head_tail")
+    body["timing"] = {"train_seconds": out.train_seconds, "inference_seconds": out.inference_seconds}
+    settings = (f"liblinear {LIBLINEAR_OPTIONS}" if spec.method.kind == "libmultilabel"
+                else f"Omikuji defaults (Parabel settings), beam {OMIKUJI_BEAM}")
+    return {"config": {"peer": spec.method.kind, "settings": settings, "thresholds": config.thresholds,
+                       "min_threshold_positives": config.min_threshold_positives}, **body}
+
+
+def _evaluate(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:
+    """Thresholds tuned on validation, the SPEC §7 report on test, and the curves."""
+    from cdgt_keras.evaluation import evaluate_probs
+    from cdgt_keras.labels import label_frequencies
+    from cdgt_keras.thresholds import apply_thresholds
+    from pipeline.bench.measures import long_tail_curve, tail_pr_curve
+
+    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
+    counts, _ = label_frequencies(train.labels, train.num_labels)
+    ev = evaluate_probs(val_probs, validation, test_probs, test, counts, train.num_examples, config)
+    decisions = apply_thresholds(test_probs, ev.thresholds)
+    return {
+        "metrics": ev.report,
+        "labels": {"num_head": int(ev.head_labels.size), "num_tail": int(ev.tail_labels.size)},
+        "curves": {"tail_pr": tail_pr_curve(test.labels, test_probs, ev.tail_labels),
+                   "long_tail": long_tail_curve(test.labels, decisions, counts)},
+        "_thresholds": ev.thresholds, "_head_tail": (ev.head_labels, ev.tail_labels),
+    }
+
+
+def load_results(results_dir: Path) -> list[dict[str, Any]]:
+    """Every result file under `results_dir` (unreadable ones are reported on stderr and left out)."""
+    out = []
+    for path in sorted(Path(results_dir).glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as err:
+            print(f"bench: skipping unreadable {path}: {err}", file=sys.stderr)
+    return out

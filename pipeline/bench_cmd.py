@@ -1,0 +1,123 @@
+"""`cdgt bench quality`: CD-GTMLL, the paper's ablations and the peer libraries side by side on real data."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HELP = """\
+Run named experiment grids, one JSON per (data set, method, seed) in OUTPUT/results/ (a run whose JSON exists is
+skipped; --force re-runs), then write OUTPUT/REPORT.md (tables, the paper's claims with a verdict each, where we
+win and lose against Omikuji and LibMultiLabel) and PNG plots in OUTPUT/plots/.
+
+experiments (--experiments, comma-separated or `all`; default: the profile's):
+{experiments}
+
+profiles (--profile):
+{profiles}
+
+data sets: yeast emotions bibtex corel5k delicious debtags deps synthetic, and -R variants NAME-R30 / NAME-R50
+(built once from $CDGT_DATA_DIR, default ../shared/data, into --cache-dir).
+methods: cdgt bce single_predictor no_curiosity focal asl rarity_bce paper omikuji libmultilabel, with config
+overrides in brackets: cdgt[alpha=0.3], cdgt[n_players=5,schedule=simultaneous], cdgt[head_hidden=512:256].
+
+examples:
+  cdgt bench quality --profile quick
+  cdgt bench quality --experiments main --datasets yeast,emotions,bibtex,corel5k --seeds 3
+  cdgt bench quality --experiments sensitivity_alpha,sensitivity_beta --datasets bibtex
+  cdgt bench quality --report-only
+"""
+
+
+def _help() -> str:
+    from pipeline.bench.experiments import EXPERIMENTS, PROFILES
+
+    exps = "\n".join(f"  {n:18s} {e.title}: {e.what} [{', '.join(e.datasets)}; {e.seeds} seeds]"
+                     for n, e in EXPERIMENTS.items())
+    profs = "\n".join(f"  {n:18s} {p.what}" for n, p in PROFILES.items())
+    return HELP.format(experiments=exps, profiles=profs)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    bench = subparsers.add_parser("bench", help="benchmarks: `cdgt bench quality` (methods side by side)",
+                                  description="Benchmarks of CD-GTMLL.")
+    commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    bench.set_defaults(func=lambda _args: bench.print_help() or 2)
+    quality = commands.add_parser("quality", help="quality and cost side by side; writes REPORT.md",
+                                  description=_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    quality.add_argument("--profile", choices=("full", "quick"), default="full",
+                         help="full (default): the experiments' own settings; quick: a few minutes, for CI")
+    quality.add_argument("--experiments", metavar="NAMES", help="comma-separated experiment names, or all")
+    quality.add_argument("--datasets", metavar="NAMES", help="comma-separated data sets (replaces the experiments')")
+    quality.add_argument("--methods", metavar="NAMES", help="comma-separated methods (replaces the experiments')")
+    quality.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 (default: 3, quick: 1)")
+    quality.add_argument("--epochs", type=int, metavar="N", help="max epochs of every CD-GTMLL run (default 20)")
+    quality.add_argument("--output", type=Path, metavar="DIR",
+                         help="where results/, REPORT.md and plots/ go (default: bench; quick: runs/bench-quick)")
+    quality.add_argument("--cache-dir", type=Path, metavar="DIR", help="built data sets (default runs/bench-data)")
+    quality.add_argument("--force", action="store_true", help="re-run runs whose JSON already exists")
+    quality.add_argument("--report-only", action="store_true", help="only regenerate REPORT.md and plots")
+    quality.add_argument("--dry-run", action="store_true", help="list the runs and whether they exist; run nothing")
+    quality.set_defaults(func=run)
+
+
+def plan(args: argparse.Namespace) -> list:
+    """The de-duplicated RunSpecs the arguments ask for."""
+    from pipeline.bench.experiments import EXPERIMENTS, PROFILES, expand
+    from pipeline.bench.methods import split_names
+
+    profile = PROFILES[args.profile]
+    names = profile.experiments if not args.experiments else (
+        tuple(EXPERIMENTS) if args.experiments == "all" else tuple(split_names(args.experiments)))
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        raise ValueError(f"unknown experiment(s) {unknown}; choose from {sorted(EXPERIMENTS)}")
+    datasets = split_names(args.datasets) if args.datasets else profile.datasets
+    methods = split_names(args.methods) if args.methods else profile.methods
+    if datasets:
+        from pipeline.bench.datasets import parse_name
+
+        for name in datasets:
+            parse_name(name)
+    specs, seen = [], set()
+    for name in names:
+        for spec in expand(EXPERIMENTS[name], datasets=datasets, methods=methods,
+                           seeds=args.seeds or profile.seeds, epochs=args.epochs or profile.epochs):
+            if spec.path(Path()) not in seen:
+                seen.add(spec.path(Path()))
+                specs.append(spec)
+    return specs
+
+
+def run(args: argparse.Namespace) -> int:
+    output = args.output or Path("runs/bench-quick" if args.profile == "quick" else "bench")
+    results = output / "results"
+    failed = 0
+    if not args.report_only:
+        from pipeline.bench.runner import run as run_one
+
+        specs = plan(args)
+        for i, spec in enumerate(specs, start=1):
+            head = f"[{i}/{len(specs)}] {spec.dataset} {spec.method.name} seed {spec.seed}"
+            if args.dry_run:
+                print(f"{head}: {'exists' if spec.path(results).is_file() else 'to run'}")
+                continue
+            started = time.perf_counter()
+            try:
+                status = run_one(spec, results, cache_dir=args.cache_dir, force=args.force)
+            except Exception as err:  # one failed run must not stop a benchmark of hours; it is reported
+                failed += 1
+                status = f"FAILED ({type(err).__name__}: {err})"
+            print(f"{head}: {status}" + (f" in {time.perf_counter() - started:.1f} s" if status == "done" else ""),
+                  flush=True)
+        if args.dry_run:
+            return 0
+    from pipeline.bench.report import write_report
+
+    paths = write_report(output)
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    if failed:
+        print(f"{failed} run(s) failed; see the lines above", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,153 @@
+"""`cdgt bench quality`: the quick profile end to end, resumability, aggregation against numpy, verdict logic."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.bench.aggregate import aggregate
+from pipeline.bench.methods import resolve, split_names
+from pipeline.bench.report import write_report
+from pipeline.bench.runner import write_json
+from pipeline.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
+
+METRICS = ("micro_f1", "macro_f1", "rare_f1", "map", "p_at_1", "p_at_3", "p_at_5", "ndcg_at_1", "ndcg_at_3",
+           "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5")
+
+
+def fake_result(dataset: str, method: str, seed: int, **overall: float) -> dict:
+    """A result dict shaped like the runner's, with chosen overall metrics (0.5 elsewhere)."""
+    values = {k: overall.get(k, 0.5) for k in METRICS}
+    return {
+        "schema": 1, "dataset": {"name": dataset, "sources": [{"path": "x", "sha256": "0" * 64}], "num_labels": 5},
+        "method": {"name": method, "row": method, "kind": "cdgt", "label": method}, "seed": seed, "config": {},
+        "metrics": {"overall": values, "head": dict(values), "tail": dict(values)},
+        "timing": {"train_seconds": 10.0 + seed, "inference_seconds": 1.0, "epoch_seconds": [5.0, 2.0, 2.0]},
+        "curves": {"tail_pr": {"threshold": [0.5], "precision": [1.0], "recall": [0.5]},
+                   "long_tail": {"bin": [1, 2], "mean_train_count": [9.0, 1.0], "f1": [0.6, 0.2]}},
+        "environment": {"machine": {"cpu": "test", "cores": 2, "ram_gib": 1}, "packages": {}},
+    }
+
+
+def table_of(scores: dict[tuple[str, str], list[float]], key: str = "micro_f1"):
+    return aggregate([fake_result(d, m, s, **{key: v}) for (d, m), vs in scores.items() for s, v in enumerate(vs)])
+
+
+# ------------------------------------------------------------------------------------------------ aggregation
+def test_aggregate_matches_numpy():
+    rng = np.random.default_rng(0)
+    values = {(d, m): rng.random(3) for d in ("yeast", "bibtex") for m in ("cdgt", "bce")}
+    results = [fake_result(d, m, s, micro_f1=float(v[s]), rare_f1=float(1 - v[s]))
+               for (d, m), v in values.items() for s in range(3)]
+    table = aggregate(results)
+    for key, v in values.items():
+        summary = table[key]
+        assert summary.n == 3 and summary.seeds == (0, 1, 2)
+        assert summary.mean["overall/micro_f1"] == pytest.approx(np.mean(v))
+        assert summary.std["overall/micro_f1"] == pytest.approx(np.std(v))
+        assert summary.mean["overall/rare_f1"] == pytest.approx(np.mean(1 - v))
+        assert summary.mean["timing/train_seconds"] == pytest.approx(11.0)
+        assert summary.mean["timing/epoch_seconds"] == pytest.approx(2.0)  # the first (tracing) epoch left out
+
+
+def test_aggregate_prefers_the_run_name_with_most_seeds():
+    results = [fake_result("yeast", "cdgt", s, micro_f1=0.1) for s in range(3)]
+    short = fake_result("yeast", "cdgt", 0, micro_f1=0.9)
+    short["method"] = {"name": "cdgt[epochs=2]", "row": "cdgt"}
+    summary = aggregate([*results, short])[("yeast", "cdgt")]
+    assert summary.method == "cdgt" and summary.mean["overall/micro_f1"] == pytest.approx(0.1)
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+def test_verdict_text():
+    assert verdict_text([True, True, True]) == "holds"
+    assert verdict_text([False]) == "does not hold (holds on 0 of 1)"
+    assert verdict_text([]) == "not measured"
+
+
+def test_beats_baselines_holds_only_on_every_data_set():
+    wins = table_of({("a", "cdgt"): [0.6, 0.62], ("a", "bce"): [0.5, 0.52], ("a", "omikuji"): [0.55, 0.55],
+                     ("b", "cdgt"): [0.7, 0.7], ("b", "rarity_bce"): [0.6, 0.6]})
+    v = claim_beats_baselines(wins, "overall/micro_f1", "Micro-F1", "paper")
+    assert v.verdict == "holds" and "omikuji 55.00" in v.ours and "a: 61.00 ± 1.00" in v.ours
+    loses = table_of({("a", "cdgt"): [0.6], ("a", "bce"): [0.5], ("b", "cdgt"): [0.5], ("b", "libmultilabel"): [0.8]})
+    v = claim_beats_baselines(loses, "overall/micro_f1", "Micro-F1", "p")
+    assert v.verdict == "does not hold (holds on 1 of 2)" and "b: 50.00 ± 0.00 vs libmultilabel 80.00" in v.ours
+
+
+def test_alpha_claim_reads_the_argmax():
+    scores = {("c", "cdgt[alpha=0.0]"): [0.1], ("c", "cdgt[alpha=0.3]"): [0.3], ("c", "cdgt"): [0.2],
+              ("c", "cdgt[alpha=1.0]"): [0.05]}
+    assert claim_alpha(table_of(scores, "rare_f1")).verdict == "holds"
+    scores[("c", "cdgt[alpha=1.0]")] = [0.9]
+    v = claim_alpha(table_of(scores, "rare_f1"))
+    assert v.verdict.startswith("does not hold") and "best alpha 1.0" in v.ours
+
+
+def test_every_claim_has_a_verdict_without_results():
+    verdicts = all_verdicts({}, [])
+    assert len(verdicts) >= 10 and {v.verdict for v in verdicts} == {"not measured"}
+
+
+# ------------------------------------------------------------------------------------------------ methods, report
+def test_method_names_are_canonical():
+    assert resolve("cdgt[alpha=0.5]").name == "cdgt"  # the default value: the same run
+    assert resolve("cdgt[beta=0.1,alpha=0.3]").name == "cdgt[alpha=0.3,beta=0.1]"
+    assert resolve("cdgt[head_hidden=512:256]").config(seed=2).head_hidden == (512, 256)
+    assert resolve("rarity_bce").config().n_players == 1
+    assert split_names("cdgt,cdgt[a=1,b=2],omikuji") == ["cdgt", "cdgt[a=1,b=2]", "omikuji"]
+    with pytest.raises(ValueError, match="unknown method"):
+        resolve("nope")
+    with pytest.raises(ValueError, match="alpha"):
+        resolve("cdgt[alpha=-1]")
+
+
+def test_report_from_fabricated_results(tmp_path):
+    for d in ("yeast", "bibtex"):
+        for m, v in (("cdgt", 0.6), ("bce", 0.5), ("omikuji", 0.55)):
+            for s in range(3):
+                write_json(tmp_path / "results" / f"{d}__{m}__s{s}.json", fake_result(d, m, s, micro_f1=v + s / 100))
+    paths = write_report(tmp_path)
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "| claim | paper | ours | verdict |" in text and "**holds**" in text
+    assert "### yeast (seeds per row: 3)" in text and "| cdgt | 61.00 ± 0.82 |" in text
+    assert "cdgt bench quality --experiments main --datasets yeast --seeds 3" in text
+    assert "## Against Omikuji and LibMultiLabel" in text and "## What is missing" in text
+    assert any(p.suffix == ".png" for p in paths)
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+@pytest.mark.data
+def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch, capsys):
+    from pipeline.cli import main
+
+    monkeypatch.setenv("CDGT_DATA_DIR", str(data_dir))
+    args = ["bench", "quality", "--profile", "quick", "--output", str(tmp_path / "out"),
+            "--cache-dir", str(tmp_path / "cache")]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    files = sorted((tmp_path / "out" / "results").glob("*.json"))
+    assert len(files) >= 6, first  # 3 data sets x (cdgt, rarity_bce, and omikuji when installed)
+    for path in files:
+        result = json.loads(path.read_text())
+        assert result["schema"] == 1 and result["seed"] == 0
+        assert {"overall", "head", "tail"} <= set(result["metrics"])
+        assert {"micro_f1", "rare_f1", "p_at_5", "ndcg_at_3", "psp_at_1", "map"} <= set(result["metrics"]["overall"])
+        assert result["timing"]["train_seconds"] > 0 and result["timing"]["inference_seconds"] >= 0
+        assert all(len(s["sha256"]) == 64 for s in result["dataset"]["sources"])
+        assert result["environment"]["machine"]["cores"] >= 1 and result["environment"]["packages"]["tensorflow"]
+        if result["method"]["kind"] == "cdgt":
+            assert result["config"]["epochs"] == 2 and result["history"]["kl_tail"]
+            assert len(result["specialisation"]) == result["config"]["n_players"]
+        assert not math.isnan(result["metrics"]["overall"]["micro_f1"])
+    report = (tmp_path / "out" / "REPORT.md").read_text()
+    assert "| method | Micro-F1 |" in report and "| claim | paper | ours | verdict |" in report
+    stamps = [p.stat().st_mtime_ns for p in files]
+    assert main(args) == 0
+    second = capsys.readouterr().out
+    run_lines = [line for line in second.splitlines() if line.startswith("[")]
+    assert run_lines and all(line.endswith(": skipped") for line in run_lines), second
+    assert [p.stat().st_mtime_ns for p in files] == stamps
