@@ -7,6 +7,7 @@ vector are what an export needs to serve raw strings.
 Example:
     >>> tfidf = TfIdf.fit(train_texts, vocabulary_size=20000)
     >>> x = tfidf.transform(test_texts)       # scipy.sparse.csr_matrix [n, vocabulary size], float32
+    >>> same = TfIdf.from_dict(tfidf.to_dict())   # what a run directory stores (tfidf.json) for serving
 """
 
 from __future__ import annotations
@@ -42,6 +43,21 @@ class TfIdf:
         document_frequency = np.bincount(counts.indices, minlength=counts.shape[1])
         idf = np.log1p(counts.shape[0] / (1.0 + document_frequency)).astype(np.float32)
         return cls(layer, idf)
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> TfIdf:
+        """The TfIdf that `to_dict` described: a TextVectorization set to the stored vocabulary, and the IDF."""
+        import keras
+
+        vocabulary, idf = list(payload["vocabulary"]), np.asarray(payload["idf"], np.float32)
+        if len(vocabulary) != idf.size:
+            raise ValueError(f"TF-IDF: {len(vocabulary)} vocabulary entries but {idf.size} IDF values")
+        layer = keras.layers.TextVectorization(vocabulary=vocabulary, output_mode="count", sparse=True)
+        return cls(layer, idf)
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"vocabulary": [token, ...] (index 0 is the out-of-vocabulary token), "idf": [float, ...]}."""
+        return {"vocabulary": [str(t) for t in self.layer.get_vocabulary()], "idf": self.idf.tolist()}
 
     def transform(self, texts: Sequence[str], batch_size: int = 1024) -> sp.csr_matrix:
         """L2-normalised TF-IDF rows of `texts` as float32 csr (built batch by batch, never dense)."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 # Each module here exposes `register(subparsers)` and must import nothing heavy at module level.
 _COMMAND_MODULES = ("pipeline.train_cmd", "pipeline.data_cmd", "pipeline.run_cmd", "pipeline.bench_cmd",
-                    "pipeline.kubeflow_cmd")
+                    "pipeline.kubeflow_cmd", "pipeline.serve_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,6 +3,8 @@
 Trains CDGTModel on the train split (early stopping on validation), tunes thresholds on validation, reports
 on test, and writes the run directory:
     model.keras  config.json  thresholds.json  metrics.json  history.json  logs/ (TensorBoard)
+    data.json (feature kind, input width, label names)  tfidf.json (text only: vocabulary + IDF)
+The last two are what `cdgt export` needs to serve raw input (serving/export.py).
 """
 
 from __future__ import annotations
@@ -33,8 +35,14 @@ def load_embedded(name: str, seed: int = 0) -> dict[str, MultiLabelData]:
 
 def load_data(data_dir: str | Path | None, dataset: str, config: CDGTConfig) -> dict[str, MultiLabelData]:
     """Splits from a built data directory (text becomes TF-IDF fitted on train), or an embedded data set."""
+    return load_data_with_tfidf(data_dir, dataset, config)[0]
+
+
+def load_data_with_tfidf(data_dir: str | Path | None, dataset: str,
+                         config: CDGTConfig) -> tuple[dict[str, MultiLabelData], Any]:
+    """`load_data` and the fitted `cdgt_keras.text.TfIdf` (None unless the data is text), which serving needs."""
     if data_dir is None:
-        return load_embedded(dataset, seed=config.seed)
+        return load_embedded(dataset, seed=config.seed), None
     from cdgt_keras.records import read_manifest, read_splits
 
     manifest = read_manifest(data_dir)
@@ -45,7 +53,8 @@ def load_data(data_dir: str | Path | None, dataset: str, config: CDGTConfig) -> 
         tfidf = TfIdf.fit(splits["train"].features, vocabulary_size=config.vocabulary_size)
         splits = {name: MultiLabelData(tfidf.transform(data.features), data.labels, data.label_names)
                   for name, data in splits.items()}
-    return splits
+        return splits, tfidf
+    return splits, None
 
 
 def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelData, *,
@@ -81,10 +90,12 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
 
 
 def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
-                 verbose: int = 1) -> dict[str, Any]:
-    """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json."""
+                 verbose: int = 1, tfidf: Any = None) -> dict[str, Any]:
+    """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json.
+    `tfidf`: the TF-IDF that made text features (from `load_data_with_tfidf`), stored for serving."""
     import keras
     import numpy as np
+    import scipy.sparse as sp
 
     from cdgt_keras.evaluation import evaluate_model
     from cdgt_keras.labels import label_frequencies
@@ -115,6 +126,11 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
     _write_json(output / "thresholds.json", {"mode": config.thresholds,
                                              "thresholds": np.asarray(evaluation.thresholds).tolist()})
     _write_json(output / "history.json", {k: [float(v) for v in vs] for k, vs in history.history.items()})
+    kind = "text" if tfidf is not None else ("sparse" if sp.issparse(train.features) else "dense")
+    _write_json(output / "data.json", {"feature_kind": kind, "input_width": int(train.num_features),
+                                       "label_names": list(train.label_names)})
+    if tfidf is not None:
+        (output / "tfidf.json").write_text(json.dumps(tfidf.to_dict()) + "\n")
     return {"report": evaluation.report, **metrics}
 
 

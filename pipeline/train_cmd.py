@@ -57,13 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from pipeline.train import load_data, run_training
+    from pipeline.train import load_data_with_tfidf, run_training
 
-    splits = load_data(args.data, args.dataset, config)
+    splits, tfidf = load_data_with_tfidf(args.data, args.dataset, config)
     print(f"training CDGTModel on {args.data or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
-    metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2)
+    metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, tfidf=tfidf)
     from cdgt_keras.metrics import format_report
 
     print(f"\ntest split ({metrics['num_test']:,} examples; head = {metrics['num_head_labels']} labels, "
@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nRare-F1 {100 * metrics['rare_f1']:.2f}  micro-F1 {100 * metrics['micro_f1']:.2f}  "
           f"macro-F1 {100 * metrics['macro_f1']:.2f}  P@1 {100 * metrics['p_at_1']:.2f}  "
           f"({metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f} s)")
-    print(f"wrote {args.output}/: model.keras, metrics.json, thresholds.json, config.json, history.json")
+    print(f"wrote {args.output}/: model.keras, metrics.json, thresholds.json, config.json, history.json, data.json"
+          + (", tfidf.json" if tfidf is not None else ""))
     print(f"watch it: tensorboard --logdir {args.output}/logs")
     return 0

@@ -1,36 +1,42 @@
-"""Export a trained CDGTModel with its Transform graph as a serving SavedModel that takes raw input.
+"""Export a trained CDGTModel as a self-contained TF Serving SavedModel that takes raw input.
 
-Signatures (STACK.md items 5, 7):
+Signatures (STACK.md items 5, 7, 9):
 - `serving_default`: serialized tf.Examples (`examples`, string [None]) -> {"scores": fused probabilities [B, L]}.
-  This is what TF Serving's classify/predict-by-example and TFMA (the Evaluator) call.
-- `predict`: raw features -> {"scores" [B, L], "decisions" [B, L] int32 (scores > tuned thresholds)}.
-  Inputs: `features` float [None, d] (dense); `text` string [None] (text); `feature_ids` int64 [None, None] +
-  `feature_values` float [None, None], padded with id -1 (sparse).
-- `transformed_labels`: serialized tf.Examples -> {"labels_multi_hot": float [B, L]}: the `labels` id lists as
-  multi-hot rows, for TFMA (`ModelSpec.preprocessing_function_names`, label_key "labels_multi_hot").
-Label names and the tuned thresholds travel inside (`loaded.label_names`, `loaded.thresholds`) and in
-`assets.extra/cdgt.json`.
+  What TFMA (the pipeline's Evaluator) calls; keep it that way.
+- `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores > tuned thresholds), `labels` string
+  [B, M] (the names of the decided labels, best first, padded with ""), `top_k_labels` string [B, k] and
+  `top_k_scores` [B, k]. Inputs: `features` float [None, d] (dense); `text` string [None] (text);
+  `feature_ids` int64 [None, None] + `feature_values` float [None, None], padded with id -1 (sparse).
+- `classify` (method tensorflow/serving/classify, for TF Serving's `:classify`): `inputs` serialized tf.Examples ->
+  `classes` string [B, L] (the label names) and `scores` [B, L].
+- `transformed_labels`: serialized tf.Examples -> {"labels_multi_hot": float [B, L]}, for TFMA's label_key.
+Label names (a variable and `assets/labels.txt`), thresholds and the preprocessing (the Transform graph, or the
+TF-IDF vocabulary of a `cdgt train` run) travel inside; `assets.extra/cdgt.json` repeats the facts for people.
 
 Example:
-    >>> export_serving_model(model, tft.TFTransformOutput(transform_dir), "/tmp/serving", names, thresholds,
-    ...                      feature_kind="dense", input_width=103)  # doctest: +SKIP
-    >>> tf.saved_model.load("/tmp/serving").signatures["predict"](features=tf.zeros([1, 103]))  # doctest: +SKIP
+    >>> export_keras_model(model, "/tmp/m/1", names, thresholds, feature_kind="dense",
+    ...                    input_width=103)  # doctest: +SKIP
+    >>> tf.saved_model.load("/tmp/m/1").signatures["predict"](features=tf.zeros([1, 103]))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from serving.model_input import LABELS, model_input, multi_hot
+from serving.preprocessing import RawPreprocessing, predict_signature, raw_from_inputs
 
 METADATA_FILE = os.path.join("assets.extra", "cdgt.json")
 LABELS_MULTI_HOT = "labels_multi_hot"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+DEFAULT_TOP_K = 5
 _NOT_SERVED = (LABELS, "id")  # raw features the model does not read
 
 
@@ -39,84 +45,128 @@ def serving_feature_spec(raw_feature_spec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in raw_feature_spec.items() if k not in _NOT_SERVED}
 
 
-def _predict_signature(feature_kind: str, raw_spec: dict[str, Any]) -> list[tf.TensorSpec]:
-    if feature_kind == "dense":
-        width = int(np.prod(raw_spec["features"].shape)) if raw_spec["features"].shape else None
-        return [tf.TensorSpec([None, width], tf.float32, name="features")]
-    if feature_kind == "text":
-        return [tf.TensorSpec([None], tf.string, name="text")]
-    return [tf.TensorSpec([None, None], tf.int64, name="feature_ids"),
-            tf.TensorSpec([None, None], tf.float32, name="feature_values")]
-
-
-def _raw_from_inputs(feature_kind: str, raw_spec: dict[str, Any], *inputs: tf.Tensor) -> dict[str, Any]:
-    """Raw-feature tensors shaped as tf.io.parse_example would give them for `raw_spec`."""
-    if feature_kind == "dense":
-        return {"features": inputs[0]}
-    if feature_kind == "text":
-        spec = raw_spec["text"]
-        text = inputs[0]
-        if isinstance(spec, tf.io.FixedLenFeature) and len(spec.shape) == 1:
-            text = tf.reshape(text, [-1, 1])
-        elif isinstance(spec, tf.io.VarLenFeature):
-            text = tf.sparse.from_dense(tf.reshape(text, [-1, 1]))
-        return {"text": text}
-    ids, values = inputs
-    mask = ids >= 0
-    ragged_ids = tf.ragged.boolean_mask(ids, mask)
-    ragged_values = tf.ragged.boolean_mask(values, mask)
-    return {"feature_ids": ragged_ids.to_sparse(), "feature_values": ragged_values.to_sparse()}
-
-
 class _ServingModule(tf.Module):
-    """What the SavedModel holds: the Keras model's variables, the Transform layer, label names, thresholds."""
+    """What the SavedModel holds: the Keras model's variables, the preprocessing, label names, thresholds."""
 
-    def __init__(self, model: Any, tft_layer: Any, label_names: Sequence[str], thresholds: np.ndarray):
+    def __init__(self, model: Any, label_names: Sequence[str], thresholds: np.ndarray, label_file: str):
         super().__init__(name="cdgt_serving")
         self.model_variables = list(model.variables)  # tracked as ExportArchive does (Keras 3 variables)
-        self.tft_layer = tft_layer
         self.label_names = tf.Variable(list(label_names), trainable=False, dtype=tf.string, name="label_names")
         self.thresholds = tf.Variable(np.asarray(thresholds, np.float32), trainable=False, name="thresholds")
+        self.label_file = tf.saved_model.Asset(label_file)
+
+
+def decided_labels(probs: tf.Tensor, thresholds: tf.Tensor, names: tf.Tensor) -> tf.Tensor:
+    """Names of the labels with score > threshold, best first, padded with "" to the batch's largest count."""
+    decisions = probs > thresholds[tf.newaxis, :]
+    order = tf.argsort(tf.where(decisions, probs, -1.0), axis=1, direction="DESCENDING", stable=True)
+    count = tf.reduce_sum(tf.cast(decisions, tf.int32), axis=1)
+    width = tf.reduce_max(tf.concat([count, [0]], axis=0))
+    ranked = tf.gather(names, order[:, :width])
+    keep = tf.range(width)[tf.newaxis, :] < count[:, tf.newaxis]
+    return tf.where(keep, ranked, tf.constant("", tf.string))
+
+
+def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], thresholds: np.ndarray, *,
+                       feature_kind: str, input_width: int, raw_spec: dict[str, Any],
+                       to_model_input: Callable[[dict[str, Any]], Any], trackables: dict[str, Any],
+                       metadata: dict[str, Any] | None, top_k: int) -> str:
+    num_labels = len(label_names)
+    if len(thresholds) != num_labels:
+        raise ValueError(f"{len(thresholds)} thresholds for {num_labels} labels: give one threshold per label")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    k = min(top_k, num_labels)
+    serve_spec = serving_feature_spec(raw_spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        label_file = os.path.join(tmp, "labels.txt")
+        with open(label_file, "w", encoding="utf-8") as handle:
+            handle.write("".join(f"{name}\n" for name in label_names))
+        module = _ServingModule(model, label_names, thresholds, label_file)
+        for name, value in trackables.items():
+            setattr(module, name, value)
+
+        def scores(raw: dict[str, Any]) -> tf.Tensor:
+            return model(to_model_input(raw), training=False)
+
+        examples_spec = [tf.TensorSpec([None], tf.string, name="examples")]
+
+        @tf.function(input_signature=examples_spec)
+        def serve_examples(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"scores": scores(tf.io.parse_example(examples, serve_spec))}
+
+        @tf.function(input_signature=predict_signature(feature_kind, raw_spec))
+        def predict(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+            probs = scores(raw_from_inputs(feature_kind, raw_spec, *inputs))
+            top = tf.math.top_k(probs, k=k)
+            return {"scores": probs, "decisions": tf.cast(probs > module.thresholds[tf.newaxis, :], tf.int32),
+                    "labels": decided_labels(probs, module.thresholds, module.label_names),
+                    "top_k_labels": tf.gather(module.label_names, top.indices), "top_k_scores": top.values}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def classify(inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+            probs = scores(tf.io.parse_example(inputs, serve_spec))
+            classes = tf.tile(module.label_names[tf.newaxis, :], [tf.shape(probs)[0], 1])
+            return {"classes": classes, "scores": probs}
+
+        @tf.function(input_signature=examples_spec)
+        def transformed_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+            parsed = tf.io.parse_example(examples, {LABELS: tf.io.VarLenFeature(tf.int64)})
+            return {LABELS_MULTI_HOT: tf.sparse.to_dense(multi_hot(parsed[LABELS], num_labels))}
+
+        module.serve_examples, module.predict = serve_examples, predict
+        module.classify, module.transformed_labels = classify, transformed_labels
+        signatures = {"serving_default": serve_examples.get_concrete_function(),
+                      "predict": predict.get_concrete_function(),
+                      "classify": classify.get_concrete_function(),
+                      "transformed_labels": transformed_labels.get_concrete_function()}
+        tf.saved_model.save(module, export_dir, signatures=signatures)
+    set_method_name(export_dir, "classify", CLASSIFY_METHOD)
+    _write_metadata(export_dir, {"label_names": list(label_names), "thresholds": np.asarray(thresholds).tolist(),
+                                 "feature_kind": feature_kind, "input_width": int(input_width), "top_k": k,
+                                 "signatures": sorted(signatures), **(metadata or {})})
+    return export_dir
 
 
 def export_serving_model(model: Any, tf_transform_output: Any, export_dir: str, label_names: Sequence[str],
                          thresholds: np.ndarray, *, feature_kind: str, input_width: int,
-                         metadata: dict[str, Any] | None = None) -> str:
-    """Write the SavedModel (signatures above) to `export_dir`; returns `export_dir`."""
-    num_labels = len(label_names)
-    if len(thresholds) != num_labels:
-        raise ValueError(f"{len(thresholds)} thresholds for {num_labels} labels")
-    raw_spec = tf_transform_output.raw_feature_spec()
-    serve_spec = serving_feature_spec(raw_spec)
-    module = _ServingModule(model, tf_transform_output.transform_features_layer(), label_names, thresholds)
+                         metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K) -> str:
+    """The pipeline's export: the Transform graph (tft_layer) is the preprocessing. Returns `export_dir`."""
+    tft_layer = tf_transform_output.transform_features_layer()
+    return _write_saved_model(
+        model, export_dir, label_names, thresholds, feature_kind=feature_kind, input_width=input_width,
+        raw_spec=tf_transform_output.raw_feature_spec(), trackables={"tft_layer": tft_layer},
+        to_model_input=lambda raw: model_input(tft_layer(raw), feature_kind, input_width),
+        metadata=metadata, top_k=top_k)
 
-    def scores(raw: dict[str, Any]) -> tf.Tensor:
-        transformed = module.tft_layer(raw)
-        return model(model_input(transformed, feature_kind, input_width), training=False)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def serve_examples(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"scores": scores(tf.io.parse_example(examples, serve_spec))}
+def export_keras_model(model: Any, export_dir: str, label_names: Sequence[str], thresholds: np.ndarray, *,
+                       feature_kind: str, input_width: int, tfidf: Any = None,
+                       metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K) -> str:
+    """A `cdgt train` model's export: raw features as read from a built data directory; text goes through the
+    run's TF-IDF (`cdgt_keras.text.TfIdf`, required for text). Returns `export_dir`."""
+    pre = RawPreprocessing(feature_kind, input_width, tfidf)
+    return _write_saved_model(
+        model, export_dir, label_names, thresholds, feature_kind=feature_kind, input_width=input_width,
+        raw_spec=pre.raw_spec(), trackables=pre.trackables(), to_model_input=pre.model_input,
+        metadata=metadata, top_k=top_k)
 
-    @tf.function(input_signature=_predict_signature(feature_kind, raw_spec))
-    def predict(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-        probs = scores(_raw_from_inputs(feature_kind, raw_spec, *inputs))
-        return {"scores": probs, "decisions": tf.cast(probs > module.thresholds[tf.newaxis, :], tf.int32)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-    def transformed_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-        parsed = tf.io.parse_example(examples, {LABELS: tf.io.VarLenFeature(tf.int64)})
-        return {LABELS_MULTI_HOT: tf.sparse.to_dense(multi_hot(parsed[LABELS], num_labels))}
+def set_method_name(export_dir: str, signature: str, method_name: str) -> None:
+    """Rewrite one signature's method name in saved_model.pb (tf.saved_model.save writes every signature as
+    tensorflow/serving/predict; TF Serving's :classify needs tensorflow/serving/classify)."""
+    from tensorflow.core.protobuf import saved_model_pb2
 
-    module.serve_examples, module.predict, module.transformed_labels = serve_examples, predict, transformed_labels
-    signatures = {"serving_default": serve_examples.get_concrete_function(),
-                  "predict": predict.get_concrete_function(),
-                  "transformed_labels": transformed_labels.get_concrete_function()}
-    tf.saved_model.save(module, export_dir, signatures=signatures)
-    _write_metadata(export_dir, {"label_names": list(label_names), "thresholds": np.asarray(thresholds).tolist(),
-                                 "feature_kind": feature_kind, "input_width": int(input_width),
-                                 "signatures": sorted(signatures), **(metadata or {})})
-    return export_dir
+    path = os.path.join(export_dir, "saved_model.pb")
+    saved = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(path, "rb") as handle:
+        saved.ParseFromString(handle.read())
+    for graph in saved.meta_graphs:
+        if signature not in graph.signature_def:
+            raise ValueError(f"{export_dir} has no signature {signature!r} (has {sorted(graph.signature_def)})")
+        graph.signature_def[signature].method_name = method_name
+    with tf.io.gfile.GFile(path, "wb") as handle:
+        handle.write(saved.SerializeToString())
 
 
 def _write_metadata(export_dir: str, payload: dict[str, Any]) -> None:

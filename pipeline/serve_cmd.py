@@ -1,0 +1,144 @@
+"""`cdgt export`, `cdgt predict` (in-process) and `cdgt query` (a TF Serving model server over REST or gRPC).
+
+Example:
+    cdgt export runs/debtags --output runs/serving --name debtags
+    cdgt predict runs/serving/debtags "a text editor for the console"
+    cdgt query --rest http://localhost:8501 --model debtags "a text editor" --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+EXPORT_HELP = """\
+Write a TF Serving model, <OUTPUT>/<NAME>/<VERSION>/ (VERSION: --version, else one above the highest present),
+with signatures serving_default and classify (serialized tf.Examples), predict (raw input: text, a dense feature
+vector, or sparse id/value lists) and transformed_labels. SOURCE is a `cdgt train` run directory (model.keras +
+thresholds.json + data.json [+ tfidf.json]), a `cdgt run` directory (its newest pushed or trained model), or a
+SavedModel directory (copied).
+
+examples:
+  cdgt export runs/debtags --output runs/serving --name debtags
+  cdgt export runs/pipeline-yeast --output runs/serving --name yeast --version 3
+"""
+
+INPUT_HELP = ("inputs: text (text models), or JSON per input: [0.1, ...] (dense), "
+              '{"feature_ids": [...], "feature_values": [...]} (sparse)')
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    export = subparsers.add_parser("export", help="write a TF Serving model (<base>/<name>/<version>/)",
+                                   description=EXPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    export.add_argument("source", type=Path, help="a `cdgt train` run, a `cdgt run` directory or a SavedModel")
+    export.add_argument("--output", type=Path, default=Path("runs/serving"), metavar="BASE",
+                        help="the model base directory TF Serving watches (default runs/serving)")
+    export.add_argument("--name", help="model name (default: the source directory's name)")
+    export.add_argument("--version", type=int, help="integer version (default: one above the highest present)")
+    export.add_argument("--top-k", type=int, default=5, help="labels in top_k_labels (default 5)")
+    export.set_defaults(func=run_export)
+
+    predict = subparsers.add_parser("predict", help="labels for inputs from an exported model, in-process",
+                                    description="Load MODEL_DIR (<base>/<name> or a version directory) and "
+                                                "call its predict signature.")
+    predict.add_argument("model_dir", type=Path, help="<base>/<name> (highest version) or a version directory")
+    _add_inputs(predict)
+    predict.set_defaults(func=run_predict)
+
+    query = subparsers.add_parser("query", help="labels from a TF Serving model server (REST or gRPC)",
+                                  description="Send inputs to TF Serving's predict API and print the labels.")
+    server = query.add_mutually_exclusive_group(required=True)
+    server.add_argument("--rest", metavar="URL", help="REST endpoint, e.g. http://localhost:8501")
+    server.add_argument("--grpc", metavar="HOST:PORT", help="gRPC endpoint, e.g. localhost:8500")
+    query.add_argument("--model", required=True, help="the model name the server serves")
+    query.add_argument("--version", type=int, help="a model version (default: the server's latest)")
+    query.add_argument("--signature", default="predict", help="signature name (default predict)")
+    query.add_argument("--batch-size", type=int, default=64, help="inputs per request (default 64)")
+    query.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    _add_inputs(query)
+    query.set_defaults(func=run_query)
+
+
+def _add_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="*", metavar="INPUT", help=INPUT_HELP)
+    parser.add_argument("--input", type=Path, metavar="FILE", help="one input per line (- for stdin)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _raw_inputs(args: argparse.Namespace) -> list[str]:
+    lines = list(args.inputs)
+    if args.input:
+        text = sys.stdin.read() if str(args.input) == "-" else args.input.read_text(encoding="utf-8")
+        lines += [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("no inputs: give INPUT arguments or --input FILE")
+    return lines
+
+
+def _print(inputs: list[Any], results: list[dict[str, Any]], as_json: bool) -> None:
+    from serving.requests import format_json, format_table
+
+    print(format_json(inputs, results) if as_json else format_table(inputs, results))
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from serving.layout import SAVED_MODEL, find_pipeline_model, new_version_dir
+
+    source = args.source
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source} is not a directory")
+    target = new_version_dir(args.output, args.name or source.resolve().name, args.version)
+    if (source / "model.keras").is_file():
+        from serving.from_run import export_run
+
+        export_run(source, target, top_k=args.top_k)
+    else:
+        saved = source if (source / SAVED_MODEL).is_file() else find_pipeline_model(source)
+        shutil.copytree(saved, target)
+        print(f"copied {saved}")
+    print(f"wrote {target}  (TF Serving: --model_base_path={target.parent.resolve()})")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from serving.layout import resolve_saved_model
+
+    path = resolve_saved_model(args.model_dir)
+    import tensorflow as tf
+
+    from serving.requests import answers, encode_inputs, input_kind, parse_line
+
+    signature = tf.saved_model.load(str(path)).signatures.get("predict")
+    if signature is None:
+        raise ValueError(f"{path} has no `predict` signature: export it with `cdgt export`")
+    specs = signature.structured_input_signature[1]
+    kind = input_kind(specs)
+    width = specs["features"].shape[1] if kind == "dense" else None
+    items = [parse_line(line, kind) for line in _raw_inputs(args)]
+    arrays = encode_inputs(kind, items, width)
+    outputs = signature(**{k: tf.constant(v) for k, v in arrays.items()})
+    _print(items, answers({k: v.numpy() for k, v in outputs.items()}), args.json)
+    return 0
+
+
+def run_query(args: argparse.Namespace) -> int:
+    from serving.client import GrpcClient, RestClient, ServingError, query
+    from serving.requests import RequestError, parse_line
+
+    client = RestClient(args.rest, args.model, args.version, args.timeout) if args.rest else \
+        GrpcClient(args.grpc, args.model, args.version, args.timeout)
+    try:
+        shapes = client.signature(args.signature)
+        from serving.requests import input_kind
+
+        kind = input_kind(shapes, args.signature)
+        items = [parse_line(line, kind) for line in _raw_inputs(args)]
+        results = query(client, items, args.signature, args.batch_size)
+    except (ServingError, RequestError) as err:
+        print(f"cdgt query: error: {err}", file=sys.stderr)
+        return 1
+    _print(items, results, args.json)
+    return 0

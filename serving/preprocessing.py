@@ -1,0 +1,108 @@
+"""Raw request features -> the model's input, inside the exported graph.
+
+Two roads, one request format (the tf.Example keys of a built data directory, cdgt_keras/records.py):
+the pipeline's export runs the Transform graph (serving/export.py); a `cdgt train` run's export runs
+`RawPreprocessing`: dense features as they are, sparse id/value lists as a tf.SparseTensor, text through the
+run's TF-IDF (the adapted TextVectorization and the IDF vector, exactly `cdgt_keras.text.TfIdf.transform`).
+
+Example:
+    >>> pre = RawPreprocessing("text", 20001, tfidf)                       # doctest: +SKIP
+    >>> pre.model_input({"text": tf.constant(["a text editor"])})         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from serving.model_input import FEATURE_KINDS, X_IDS, X_WEIGHTS, model_input
+
+DENSE, SPARSE_IDS, SPARSE_VALUES, TEXT = "features", "feature_ids", "feature_values", "text"
+
+
+def predict_signature(feature_kind: str, raw_spec: dict[str, Any]) -> list[tf.TensorSpec]:
+    """The `predict` signature's inputs for a feature kind (named as the tf.Example keys)."""
+    if feature_kind == "dense":
+        width = int(np.prod(raw_spec[DENSE].shape)) if raw_spec[DENSE].shape else None
+        return [tf.TensorSpec([None, width], tf.float32, name=DENSE)]
+    if feature_kind == "text":
+        return [tf.TensorSpec([None], tf.string, name=TEXT)]
+    return [tf.TensorSpec([None, None], tf.int64, name=SPARSE_IDS),
+            tf.TensorSpec([None, None], tf.float32, name=SPARSE_VALUES)]
+
+
+def raw_from_inputs(feature_kind: str, raw_spec: dict[str, Any], *inputs: tf.Tensor) -> dict[str, Any]:
+    """Raw-feature tensors shaped as tf.io.parse_example would give them for `raw_spec`."""
+    if feature_kind == "dense":
+        width = predict_signature(feature_kind, raw_spec)[0].shape[1]
+        if width is None:
+            return {DENSE: inputs[0]}
+        check = tf.debugging.assert_equal(tf.shape(inputs[0])[1], width, message=(
+            f"predict: `{DENSE}` must be [batch, {width}] (the model's input width)"))
+        with tf.control_dependencies([check]):
+            return {DENSE: tf.identity(inputs[0])}
+    if feature_kind == "text":
+        spec = raw_spec[TEXT]
+        text = inputs[0]
+        if isinstance(spec, tf.io.FixedLenFeature) and len(spec.shape) == 1:
+            text = tf.reshape(text, [-1, 1])
+        elif isinstance(spec, tf.io.VarLenFeature):
+            text = tf.sparse.from_dense(tf.reshape(text, [-1, 1]))
+        return {TEXT: text}
+    ids, values = inputs
+    check = tf.debugging.assert_equal(tf.shape(ids), tf.shape(values), message=(
+        f"predict: `{SPARSE_IDS}` and `{SPARSE_VALUES}` must have the same shape [batch, max features]"))
+    with tf.control_dependencies([check]):
+        ids = tf.identity(ids)
+    mask = ids >= 0
+    ragged_ids = tf.ragged.boolean_mask(ids, mask)
+    ragged_values = tf.ragged.boolean_mask(values, mask)
+    return {SPARSE_IDS: ragged_ids.to_sparse(), SPARSE_VALUES: ragged_values.to_sparse()}
+
+
+def tfidf_rows(counts: tf.SparseTensor, idf: tf.Tensor) -> tf.SparseTensor:
+    """Token counts [B, V] -> L2-normalised TF-IDF rows [B, V] float32 (cdgt_keras.text.TfIdf's formula)."""
+    counts = tf.sparse.reorder(counts)
+    weighted = tf.cast(counts.values, tf.float32) * tf.gather(idf, counts.indices[:, 1])
+    rows = counts.indices[:, 0]
+    norms = tf.sqrt(tf.math.unsorted_segment_sum(tf.square(weighted), rows, tf.cast(counts.dense_shape[0], tf.int32)))
+    values = weighted / tf.maximum(tf.gather(norms, rows), 1e-12)
+    return tf.SparseTensor(counts.indices, values, counts.dense_shape)
+
+
+class RawPreprocessing:
+    """Preprocessing of a `cdgt train` run: what the model saw in training, from raw request features."""
+
+    def __init__(self, feature_kind: str, input_width: int, tfidf: Any = None):
+        if feature_kind not in FEATURE_KINDS:
+            raise ValueError(f"feature_kind {feature_kind!r} is not one of {FEATURE_KINDS}")
+        if feature_kind == "text" and tfidf is None:
+            raise ValueError("a text model needs its TF-IDF (the run's tfidf.json) to serve raw strings")
+        if feature_kind == "text" and tfidf.layer.vocabulary_size() != input_width:
+            raise ValueError(f"TF-IDF vocabulary has {tfidf.layer.vocabulary_size()} entries but the model reads "
+                             f"{input_width} features")
+        self.feature_kind, self.input_width, self.tfidf = feature_kind, int(input_width), tfidf
+        self.idf = tf.constant(np.asarray(tfidf.idf, np.float32)) if tfidf is not None else None
+
+    def raw_spec(self) -> dict[str, Any]:
+        """The tf.Example spec of a request (as in a built data directory)."""
+        if self.feature_kind == "dense":
+            return {DENSE: tf.io.FixedLenFeature([self.input_width], tf.float32)}
+        if self.feature_kind == "text":
+            return {TEXT: tf.io.FixedLenFeature([], tf.string)}
+        return {SPARSE_IDS: tf.io.VarLenFeature(tf.int64), SPARSE_VALUES: tf.io.VarLenFeature(tf.float32)}
+
+    def trackables(self) -> dict[str, Any]:
+        """Objects the SavedModel must hold (the TextVectorization layer and its lookup table)."""
+        return {"text_vectorizer": self.tfidf.layer} if self.feature_kind == "text" else {}
+
+    def model_input(self, raw: dict[str, Any]) -> tf.Tensor | tf.SparseTensor:
+        """Parsed raw features (a batch) -> the model's input."""
+        if self.feature_kind == "dense":
+            return tf.cast(raw[DENSE], tf.float32)
+        if self.feature_kind == "sparse":
+            return model_input({X_IDS: raw[SPARSE_IDS], X_WEIGHTS: raw[SPARSE_VALUES]}, "sparse", self.input_width)
+        counts = self.tfidf.layer(tf.reshape(raw[TEXT], [-1]))
+        return tfidf_rows(counts, self.idf)

@@ -1,0 +1,125 @@
+"""Requests and answers of the `predict` signature, without TensorFlow: shared by `cdgt predict` (in-process) and
+the REST/gRPC client.
+
+The input kind follows from the signature's input names: `text` (strings), `features` (dense float rows of a
+fixed width) or `feature_ids` + `feature_values` (sparse rows, padded with id -1). A file holds one input per line:
+plain text, or JSON (`[0.1, 0.2, ...]` for dense; `{"feature_ids": [...], "feature_values": [...]}` or
+`{"12": 0.5, "40": 1.0}` for sparse).
+
+Example:
+    >>> encode_inputs("text", ["a text editor"])["text"].tolist()
+    ['a text editor']
+    >>> answers({"labels": [[b"editors", b""]], "top_k_labels": [[b"editors"]], "top_k_scores": [[0.9]]})
+    [{'labels': ['editors'], 'top_k': [{'label': 'editors', 'score': 0.9}]}]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+KIND_INPUTS = {"text": ("text",), "dense": ("features",), "sparse": ("feature_ids", "feature_values")}
+OUTPUTS = ("labels", "top_k_labels", "top_k_scores")
+
+
+class RequestError(ValueError):
+    """An input that the model's signature cannot take (said before anything is sent)."""
+
+
+def input_kind(input_names: Iterable[str], signature: str = "predict") -> str:
+    """The input kind of a signature from its input names; a clear error for any other signature."""
+    names = set(input_names)
+    for kind, wanted in KIND_INPUTS.items():
+        if names == set(wanted):
+            return kind
+    raise RequestError(f"signature {signature!r} takes inputs {sorted(names)}; expected one of "
+                       + ", ".join(str(list(v)) for v in KIND_INPUTS.values()) + " (a cdgt export)")
+
+
+def parse_line(line: str, kind: str) -> Any:
+    """One input from one line of a file (see the module docstring)."""
+    if kind == "text":
+        return line.rstrip("\n")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise RequestError(f"a {kind} input must be a JSON line, got {line[:60]!r}: {err}") from None
+
+
+def _sparse_row(item: Any, index: int) -> tuple[list[int], list[float]]:
+    if isinstance(item, dict) and set(item) == {"feature_ids", "feature_values"}:
+        ids, values = list(item["feature_ids"]), list(item["feature_values"])
+    elif isinstance(item, dict):
+        ids, values = [int(k) for k in item], [float(v) for v in item.values()]
+    else:
+        raise RequestError(f"input {index}: a sparse input is {{\"feature_ids\": [...], \"feature_values\": [...]}} "
+                           f"or {{\"id\": value, ...}}, got {type(item).__name__}")
+    if len(ids) != len(values) or not all(isinstance(i, int) and i >= 0 for i in ids):
+        raise RequestError(f"input {index}: feature_ids must be non-negative integers, one per feature value")
+    return ids, values
+
+
+def encode_inputs(kind: str, items: Sequence[Any], width: int | None = None,
+                  max_batch: int | None = None) -> dict[str, np.ndarray]:
+    """The signature's input arrays for a batch of inputs; errors name the input and what was expected."""
+    if not items:
+        raise RequestError("empty batch: give at least one input")
+    if max_batch is not None and len(items) > max_batch:
+        raise RequestError(f"batch of {len(items)} inputs exceeds the maximum batch size {max_batch}")
+    if kind == "text":
+        bad = [i for i, t in enumerate(items) if not isinstance(t, str)]
+        if bad:
+            raise RequestError(f"input {bad[0]}: this model takes text (a string), got {type(items[bad[0]]).__name__}")
+        return {"text": np.asarray(items, dtype=object)}
+    if kind == "dense":
+        try:
+            rows = np.asarray(items, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise RequestError("this model takes dense feature vectors: lists of numbers of one length") from None
+        if rows.ndim != 2 or (width is not None and rows.shape[1] != width):
+            got = rows.shape[1] if rows.ndim == 2 else "text" if rows.ndim == 1 else rows.shape
+            raise RequestError(f"this model takes feature vectors of {width or 'one'} numbers, got {got}")
+        return {"features": rows}
+    rows = [_sparse_row(item, i) for i, item in enumerate(items)]
+    size = max(1, max(len(ids) for ids, _ in rows))
+    ids = np.full((len(rows), size), -1, np.int64)
+    values = np.zeros((len(rows), size), np.float32)
+    for i, (row_ids, row_values) in enumerate(rows):
+        ids[i, :len(row_ids)], values[i, :len(row_values)] = row_ids, row_values
+    return {"feature_ids": ids, "feature_values": values}
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def answers(outputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-input answers from the `predict` outputs: decided labels and the top k (label, score)."""
+    missing = [name for name in OUTPUTS if name not in outputs]
+    if missing:
+        raise RequestError(f"the model's answer lacks {missing}: is it a cdgt export with a `predict` signature?")
+    out = []
+    for labels, top, scores in zip(outputs["labels"], outputs["top_k_labels"], outputs["top_k_scores"]):
+        out.append({"labels": [_text(v) for v in labels if _text(v)],
+                    "top_k": [{"label": _text(n), "score": round(float(s), 6)} for n, s in zip(top, scores)]})
+    return out
+
+
+def format_table(inputs: Sequence[Any], results: Sequence[dict[str, Any]], width: int = 40) -> str:
+    """A plain-text table: input, decided labels, top k with scores."""
+    lines = [f"{'input':{width}s}  {'labels':40s}  top k"]
+    for item, result in zip(inputs, results):
+        shown = item if isinstance(item, str) else json.dumps(item)
+        shown = shown if len(shown) <= width else shown[:width - 1] + "…"
+        labels = ", ".join(result["labels"]) or "-"
+        top = "  ".join(f"{t['label']} {t['score']:.3f}" for t in result["top_k"])
+        lines.append(f"{shown:{width}s}  {labels:40s}  {top}")
+    return "\n".join(lines)
+
+
+def format_json(inputs: Sequence[Any], results: Sequence[dict[str, Any]]) -> str:
+    """One JSON document: [{"input": ..., "labels": [...], "top_k": [{"label", "score"}]}]."""
+    return json.dumps([{"input": item, **result} for item, result in zip(inputs, results)], indent=1)

@@ -1,0 +1,149 @@
+"""The exported SavedModel: every signature, loaded with tf.saved_model.load, gives what the Keras model gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import tensorflow as tf
+
+from serving.export import CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
+
+KINDS = ("dense", "sparse", "text")
+
+
+def keras_scores(export) -> np.ndarray:
+    from cdgt_keras.inputs import to_sparse_tensor
+
+    x = export.model_input
+    return np.asarray(export.model(to_sparse_tensor(x) if sp.issparse(x) else x))
+
+
+def predict_inputs(export) -> dict[str, tf.Tensor]:
+    """The `predict` signature's raw inputs (sparse rows padded with id -1)."""
+    if export.kind == "dense":
+        return {"features": tf.constant(export.inputs)}
+    if export.kind == "text":
+        return {"text": tf.constant(export.inputs)}
+    rows = [export.inputs[i] for i in range(export.inputs.shape[0])]
+    width = max(1, max(r.nnz for r in rows))
+    ids = np.full((len(rows), width), -1, np.int64)
+    values = np.zeros((len(rows), width), np.float32)
+    for i, row in enumerate(rows):
+        ids[i, :row.nnz], values[i, :row.nnz] = row.indices, row.data
+    return {"feature_ids": tf.constant(ids), "feature_values": tf.constant(values)}
+
+
+def examples(export, with_labels: bool = False) -> tf.Tensor:
+    """The request rows as serialized tf.Examples (the keys of a built data directory)."""
+    out = []
+    for i in range(len(export.inputs) if export.kind == "text" else export.inputs.shape[0]):
+        feature = {}
+        if export.kind == "dense":
+            feature["features"] = tf.train.Feature(float_list=tf.train.FloatList(value=export.inputs[i]))
+        elif export.kind == "text":
+            feature["text"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[export.inputs[i].encode()]))
+        else:
+            row = export.inputs[i]
+            feature["feature_ids"] = tf.train.Feature(int64_list=tf.train.Int64List(value=row.indices))
+            feature["feature_values"] = tf.train.Feature(float_list=tf.train.FloatList(value=row.data))
+        if with_labels:
+            feature["labels"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 3, 5]))
+        out.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return tf.constant(out)
+
+
+@pytest.fixture(params=KINDS)
+def export(request):
+    return request.getfixturevalue(f"{request.param}_export")
+
+
+def test_predict_gives_the_keras_scores_labels_and_top_k(export):
+    loaded = tf.saved_model.load(export.path)
+    out = {k: v.numpy() for k, v in loaded.signatures["predict"](**predict_inputs(export)).items()}
+    expected = keras_scores(export)
+    np.testing.assert_allclose(out["scores"], expected, rtol=1e-5, atol=1e-6)
+    decided = expected > export.thresholds
+    np.testing.assert_array_equal(out["decisions"], decided.astype(np.int32))
+    names = np.array(export.names)
+    for i, row in enumerate(expected):
+        order = np.argsort(-row, kind="stable")
+        assert [s.decode() for s in out["top_k_labels"][i]] == list(names[order[:3]])
+        np.testing.assert_allclose(out["top_k_scores"][i], row[order[:3]], rtol=1e-5)
+        labels = [s.decode() for s in out["labels"][i] if s]
+        assert labels == [names[j] for j in order if decided[i, j]]
+    assert out["labels"].shape[1] == decided.sum(axis=1).max()
+
+
+def test_serving_default_and_classify_take_serialized_examples(export):
+    loaded = tf.saved_model.load(export.path)
+    expected = keras_scores(export)
+    scores = loaded.signatures["serving_default"](examples=examples(export))["scores"].numpy()
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
+    classified = loaded.signatures["classify"](inputs=examples(export))
+    np.testing.assert_allclose(classified["scores"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert [c.decode() for c in classified["classes"].numpy()[-1]] == export.names
+
+
+def test_transformed_labels_are_the_multi_hot_rows(dense_export):
+    loaded = tf.saved_model.load(dense_export.path)
+    hot = loaded.signatures["transformed_labels"](examples=examples(dense_export, True))[LABELS_MULTI_HOT].numpy()
+    assert hot.shape == (6, 7)
+    np.testing.assert_array_equal(np.flatnonzero(hot[4]), [1, 5])
+
+
+def test_label_names_thresholds_and_classify_method_travel_inside(text_export):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = Path(text_export.path)
+    loaded = tf.saved_model.load(str(path))
+    assert [n.decode() for n in loaded.label_names.numpy()] == text_export.names
+    np.testing.assert_allclose(loaded.thresholds.numpy(), text_export.thresholds)
+    assert (path / "assets" / "labels.txt").read_text().split() == text_export.names
+    saved = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes())
+    methods = {k: v.method_name for k, v in saved.meta_graphs[0].signature_def.items()}
+    assert methods["classify"] == CLASSIFY_METHOD and methods["predict"] == "tensorflow/serving/predict"
+    meta = read_metadata(str(path))
+    assert meta["feature_kind"] == "text" and meta["top_k"] == 3
+    assert sorted(meta["signatures"]) == ["classify", "predict", "serving_default", "transformed_labels"]
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({"features": tf.constant([["a"] * 12])}, "string"),
+    ({"features": tf.zeros([2, 5])}, r"\[batch, 12\]"),
+    ({"text": tf.constant(["x"])}, "features"),
+])
+def test_the_signature_rejects_wrong_dtype_shape_and_name(dense_export, inputs, message):
+    predict = tf.saved_model.load(dense_export.path).signatures["predict"]
+    with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError), match=message):
+        predict(**inputs)
+
+
+def test_export_command_writes_the_next_version_of_a_train_run(text_export, tmp_path):
+    from pipeline.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    text_export.model.save(run / "model.keras")
+    (run / "thresholds.json").write_text(json.dumps({"thresholds": text_export.thresholds.tolist()}))
+    (run / "data.json").write_text(json.dumps({"feature_kind": "text", "label_names": text_export.names,
+                                               "input_width": text_export.tfidf.layer.vocabulary_size()}))
+    (run / "tfidf.json").write_text(json.dumps(text_export.tfidf.to_dict()))
+    base = tmp_path / "models"
+    assert main(["export", str(run), "--output", str(base), "--name", "tags", "--top-k", "3"]) == 0
+    assert main(["export", str(run), "--output", str(base), "--name", "tags"]) == 0
+    assert sorted(p.name for p in (base / "tags").iterdir()) == ["1", "2"]
+    loaded = tf.saved_model.load(str(base / "tags" / "1"))
+    scores = loaded.signatures["predict"](text=tf.constant(text_export.inputs))["scores"].numpy()
+    np.testing.assert_allclose(scores, keras_scores(text_export), rtol=1e-5, atol=1e-6)
+
+
+def test_export_of_an_incomplete_run_names_what_is_missing(tmp_path, capsys):
+    from pipeline.cli import main
+
+    (tmp_path / "model.keras").write_text("")
+    assert main(["export", str(tmp_path), "--output", str(tmp_path / "m"), "--name", "x"]) == 1
+    assert "missing thresholds.json, data.json" in capsys.readouterr().err
