@@ -16,13 +16,24 @@ import json
 import os
 
 
-def set_cpu_replicas(count: int) -> None:
-    """Split the CPU into `count` logical devices; call before TensorFlow creates any tensor."""
+def set_cpu_replicas(count: int) -> int:
+    """Split the CPU into `count` logical devices (no-op for 1); returns the number of logical CPU devices.
+
+    Call before TensorFlow creates any tensor (STACK.md item 4), e.g. to test MirroredStrategy on one machine.
+        >>> set_cpu_replicas(2)  # doctest: +SKIP
+        2
+    """
     import tensorflow as tf
 
+    if count < 1:
+        raise ValueError(f"cpu replicas must be >= 1, got {count}")
     if count > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        try:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+        except RuntimeError as err:  # TensorFlow already initialised in this process
+            raise RuntimeError(f"cannot make {count} CPU replicas: {err}") from None
+    return len(tf.config.list_logical_devices("CPU"))
 
 
 def training_strategy():

@@ -26,7 +26,16 @@ SPLITS = ("train", "validation", "test")
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
-    """The manifest.json of a built data directory, with a clear error when it is missing."""
+    """The manifest.json of a built data directory (a local path or a URI such as gs://), with a clear error
+    when it is missing."""
+    if "://" in str(directory):  # remote: through TensorFlow's file systems
+        import tensorflow as tf
+
+        uri = str(directory).rstrip("/") + "/manifest.json"
+        if not tf.io.gfile.exists(uri):
+            raise FileNotFoundError(f"{uri} not found: build the data with `cdgt data build` and upload it there")
+        with tf.io.gfile.GFile(uri) as handle:
+            return json.loads(handle.read())
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: build it first with `cdgt data build SOURCE --out {directory}`")

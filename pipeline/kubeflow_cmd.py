@@ -13,10 +13,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,27 +72,6 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="compile with caching off for every task")
 
 
-@contextlib.contextmanager
-def uri_safe_abspath() -> Iterator[None]:
-    """While building the DAG, leave remote URIs alone in os.path.abspath.
-
-    Why: pipeline.py makes its paths absolute with os.path.abspath, which turns `gs://b/root` into
-    `<cwd>/gs:/b/root`. Remove this once pipeline.py skips URIs itself.
-
-    >>> with uri_safe_abspath():
-    ...     os.path.abspath("gs://b/root")
-    'gs://b/root'
-    """
-    from kubeflow.kubeflow_v2_runner import is_uri
-
-    original = os.path.abspath
-    os.path.abspath = lambda path: path if is_uri(os.fspath(path)) else original(path)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        os.path.abspath = original
-
-
 def local_data(args: argparse.Namespace, seed: int) -> tuple[str, Path]:
     """(data set name, local built directory): --data as given, or --dataset built under --work on first use."""
     if args.data:
@@ -118,12 +93,9 @@ def build(args: argparse.Namespace, root: str) -> tuple[Any, dict[str, Any]]:
     extra = {"beam_args": tuple(args.beam_args)} if args.beam_args else {}
     settings = PipelineSettings(
         name=pname, data_dir=str(data_dir), root=root,
-        # Unused on Kubeflow (the cluster's ML-Metadata records runs), but TFX creates its folder: keep it local.
-        metadata_path=os.path.join(tempfile.gettempdir(), "cdgt-kubeflow-unused", "metadata.sqlite"),
         serving_dir=args.serving_dir or f"{root}/serving/{pname}", min_auc=args.min_auc,
         max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache, **extra)
-    with uri_safe_abspath():
-        pipeline = create_pipeline(settings, config)
+    pipeline = create_pipeline(settings, config)  # no metadata_path: the cluster's ML-Metadata records runs
     return pipeline, expose_runtime_parameters(pipeline, args.data_root or str(data_dir))
 
 

@@ -1,10 +1,10 @@
 """Run the pipeline in this process with LocalDagRunner, and read what happened back from ML-Metadata.
 
 LocalDagRunner runs the Trainer in-process, so the logical CPU devices MirroredStrategy replicates over must be
-configured before TensorFlow initialises (STACK.md item 4): call `configure_devices` first.
+configured before TensorFlow initialises (STACK.md item 4): call `cdgt_keras.distribute.set_cpu_replicas` first.
 
 Example:
-    >>> configure_devices(cpu_replicas=2)                # before anything runs a TensorFlow op
+    >>> set_cpu_replicas(2)                              # before anything runs a TensorFlow op
     >>> run(create_pipeline(settings, config))           # doctest: +SKIP
     >>> summary = run_summary(settings.metadata_path, settings.name)  # doctest: +SKIP
     >>> summary.states["Trainer"]                        # doctest: +SKIP
@@ -17,22 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 _STATE_NAMES = {0: "UNKNOWN", 1: "NEW", 2: "RUNNING", 3: "COMPLETE", 4: "FAILED", 5: "CACHED", 6: "CANCELED"}
-
-
-def configure_devices(cpu_replicas: int = 1) -> int:
-    """Split the CPU into `cpu_replicas` logical devices (no-op for 1); returns the number of CPU devices."""
-    import tensorflow as tf
-
-    if cpu_replicas < 1:
-        raise ValueError(f"--cpu-replicas must be >= 1, got {cpu_replicas}")
-    cpus = tf.config.list_physical_devices("CPU")
-    if cpu_replicas > 1:
-        try:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(cpu_replicas)])
-        except RuntimeError as err:  # TensorFlow already initialised in this process
-            raise RuntimeError(f"cannot make {cpu_replicas} CPU replicas: {err}") from None
-    return len(tf.config.list_logical_devices("CPU"))
 
 
 def run(pipeline: Any) -> None:

@@ -53,8 +53,8 @@ class PipelineSettings:
     name: str
     data_dir: str
     root: str
-    metadata_path: str
     serving_dir: str
+    metadata_path: str | None = None  # local ML-Metadata SQLite; None where the orchestrator has its own (Kubeflow)
     min_auc: float = 0.6  # TFMA value threshold on the micro AUC over all (example, label) pairs
     max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
     beam_args: tuple[str, ...] = field(default=("--direct_running_mode=in_memory", "--direct_num_workers=1"))
@@ -63,6 +63,15 @@ class PipelineSettings:
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
             raise ValueError(f"pipeline name {self.name!r} must match [a-z0-9][a-z0-9-]* (Kubeflow names)")
+
+
+def absolute(path: str) -> str:
+    """os.path.abspath for local paths; remote URIs (gs://, s3://, hdfs://...) unchanged.
+
+        >>> absolute("gs://bucket/root")
+        'gs://bucket/root'
+    """
+    return path if "://" in path else os.path.abspath(path)
 
 
 def pipeline_name(dataset: str) -> str:
@@ -83,7 +92,7 @@ def source_fingerprint(paths: tuple[str, ...]) -> str:
 def example_gen(data_dir: str) -> tfx.components.ImportExampleGen:
     """ImportExampleGen over <data_dir>/<split>/*.tfrecord.gz, keeping the three splits."""
     splits = [tfx.proto.Input.Split(name=s, pattern=f"{s}/*.tfrecord.gz") for s in SPLITS]
-    return tfx.components.ImportExampleGen(input_base=os.path.abspath(data_dir),
+    return tfx.components.ImportExampleGen(input_base=absolute(data_dir),
                                            input_config=tfx.proto.Input(splits=splits))
 
 
@@ -129,7 +138,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
         train_args=tfx.proto.TrainArgs(splits=["train"]), eval_args=tfx.proto.EvalArgs(splits=["validation"]),
         custom_config={"cdgt": config.to_dict(),
                        "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
-                       "checkpoint_root": os.path.join(os.path.abspath(settings.root), "_checkpoints"),
+                       "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
                        "code": source_fingerprint(TRAINER_CODE)})
     resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -144,14 +153,14 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
     pusher = tfx.components.Pusher(
         model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(filesystem=tfx.proto.PushDestination.Filesystem(
-            base_directory=os.path.abspath(settings.serving_dir))))
+            base_directory=absolute(settings.serving_dir))))
     return tfx.dsl.Pipeline(
         pipeline_name=settings.name,
-        pipeline_root=os.path.abspath(settings.root),
+        pipeline_root=absolute(settings.root),
         components=[gen, statistics, schema, validator, transform, stats, trainer, resolver, evaluator, multilabel,
                     pusher],
         enable_cache=settings.enable_cache,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            os.path.abspath(settings.metadata_path)),
+        metadata_connection_config=None if settings.metadata_path is None else
+        tfx.orchestration.metadata.sqlite_metadata_connection_config(absolute(settings.metadata_path)),
         beam_pipeline_args=list(settings.beam_args),
     )

@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     pname = pipeline_name(name)
     out = (args.output or Path("runs") / f"pipeline-{name}").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from pipeline.local_runner import configure_devices
+    from cdgt_keras.distribute import set_cpu_replicas
 
-    devices = configure_devices(args.cpu_replicas)  # before any TensorFlow op (STACK.md item 4)
+    devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (STACK.md item 4)
     data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, config.seed)
     from pipeline.local_runner import run as run_pipeline
     from pipeline.pipeline import PipelineSettings, create_pipeline

@@ -26,6 +26,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from cdgt_keras.config import CDGTConfig
+from cdgt_keras.distribute import training_strategy
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.thresholds import tune_thresholds
 from components.label_stats_component import load_stats
@@ -36,13 +37,6 @@ from serving.export import export_serving_model
 from serving.model_input import LABELS, model_input, multi_hot
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
-
-
-def distribution_strategy() -> tf.distribute.Strategy:
-    """MirroredStrategy over the local GPUs, else over the (logical) CPUs."""
-    devices = [d.name for d in tf.config.list_logical_devices("GPU")] or \
-        [d.name for d in tf.config.list_logical_devices("CPU")]
-    return tf.distribute.MirroredStrategy(devices)
 
 
 def _files(patterns: list[str]) -> list[str]:
@@ -136,8 +130,8 @@ def run_fn(fn_args: Any) -> None:
                           custom.get("code", ""))
 
     keras.utils.set_random_seed(config.seed)
-    strategy = distribution_strategy()
-    print(f"[cdgt trainer] {strategy.num_replicas_in_sync} replica(s) {strategy.extended.worker_devices}; "
+    strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
+    print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
         model = build_model(config, np.asarray(stats["freq"], np.float64), width)
