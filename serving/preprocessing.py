@@ -40,7 +40,7 @@ def raw_from_inputs(feature_kind: str, raw_spec: dict[str, Any], *inputs: tf.Ten
         if width is None:
             return {DENSE: inputs[0]}
         check = tf.debugging.assert_equal(tf.shape(inputs[0])[1], width, message=(
-            f"predict: `{DENSE}` must be [batch, {width}] (the model's input width)"))
+            f"predict: `{DENSE}` must be [batch, {width}] (the model input width)"))
         with tf.control_dependencies([check]):
             return {DENSE: tf.identity(inputs[0])}
     if feature_kind == "text":
