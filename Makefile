@@ -1,9 +1,10 @@
-# The two commands a new user needs: `make run` (set up, then train and evaluate on the embedded data)
+# The two commands a new user needs: `make run` (set up, then the TFX pipeline on the embedded data:
+# a trained, evaluated, blessed and pushed model)
 # and `make test` (set up, then lint and test). Both create .venv/ on first use.
 SHELL := /bin/bash
 VENV := .venv
 VENV_NEXT := .venv-py311
-RUN_DIR ?= runs/default
+RUN_DIR ?= runs/pipeline-synthetic
 
 .PHONY: setup run test lint test-next lock clean
 
@@ -13,7 +14,7 @@ $(VENV)/.installed: requirements/lock-py310.txt pyproject.toml scripts/setup-ven
 	scripts/setup-venv.sh 3.10 requirements/lock-py310.txt $(VENV) --no-deps kfp-pipeline-spec==0.2.2
 
 run: setup
-	$(VENV)/bin/cdgt train --dataset synthetic --output $(RUN_DIR)
+	$(VENV)/bin/cdgt run --output $(RUN_DIR)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+from pipeline.beam_options import add_beam_arguments, beam_args
+
 _SOURCE_HELP = """\
 SOURCE is one or more folders or files. A data file's split comes from its name: it must contain
 'train', 'test' or 'valid'/'validation'/'val'/'dev' (as a word, e.g. yeast-train.arff.xz, test.txt).
@@ -115,21 +117,7 @@ def _register_build(commands: Any) -> None:
         help="CSV: label names, one per line (line i = id i); an unknown name is an error",
     )
     build.add_argument("--overwrite", action="store_true", help="replace an earlier build in --out")
-    build.add_argument(
-        "--beam-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="a Beam pipeline option, repeatable, e.g. --beam-arg=--runner=DataflowRunner",
-    )
-    build.add_argument(
-        "--direct-num-workers",
-        type=int,
-        default=0,
-        metavar="N",
-        help="DirectRunner in multi-processing mode with N worker processes "
-        "(default: single process, in memory)",
-    )
+    add_beam_arguments(build)
     build.set_defaults(func=run_build)
 
 
@@ -148,16 +136,6 @@ def _register_stats(commands: Any) -> None:
         "--recompute", action="store_true", help="recompute label_stats.json from DIR/train with a Beam job"
     )
     stats.set_defaults(func=run_stats)
-
-
-def beam_args(args: argparse.Namespace) -> list[str]:
-    """Pipeline options from --beam-arg and --direct-num-workers (in-memory DirectRunner by default)."""
-    extra = list(args.beam_arg)
-    if args.direct_num_workers and args.direct_num_workers > 0:
-        extra += ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.direct_num_workers}"]
-    elif not any(a.startswith(("--runner", "--direct_running_mode")) for a in extra):
-        extra.append("--direct_running_mode=in_memory")
-    return extra
 
 
 def _log(message: str) -> None:

@@ -31,6 +31,7 @@ from cdgt_keras.records import read_manifest
 from components.evaluation import MultiLabelEvaluator
 from components.label_stats_component import LabelStatsGen
 from components.trainer import CdgtTrainer
+from pipeline.beam_options import beam_pipeline_args
 from serving.export import LABELS_MULTI_HOT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ class PipelineSettings:
     metadata_path: str | None = None  # local ML-Metadata SQLite; None where the orchestrator has its own (Kubeflow)
     min_auc: float = 0.6  # TFMA value threshold on the micro AUC over all (example, label) pairs
     max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
-    beam_args: tuple[str, ...] = field(default=("--direct_running_mode=in_memory", "--direct_num_workers=1"))
+    beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
 
     def __post_init__(self) -> None:

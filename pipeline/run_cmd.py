@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.beam_options import add_beam_arguments, beam_args, beam_pipeline_args
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-auc-drop", type=float, default=0.01,
                         help="TFMA change threshold: largest AUC drop allowed vs the latest blessed model (0.01)")
     parser.add_argument("--no-cache", action="store_true", help="run every component even if cached")
+    add_beam_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -75,7 +77,7 @@ def _log(message: str) -> None:
     print(f"[cdgt run] {message}", flush=True)
 
 
-def ensure_data(dataset: str, out: Path, seed: int) -> Path:
+def ensure_data(dataset: str, out: Path, seed: int, beam: list[str] | None = None) -> Path:
     """The built data directory for `dataset` under `out/data/`, building it on first use."""
     target = out / "data" / dataset
     if (target / "manifest.json").is_file():
@@ -91,11 +93,11 @@ def ensure_data(dataset: str, out: Path, seed: int) -> Path:
         known = sorted(p.name for p in data_root().iterdir() if p.is_dir()) if data_root().is_dir() else []
         raise FileNotFoundError(f"--dataset {dataset!r}: no folder {source} (set CDGT_DATA_DIR); "
                                 f"known: {', '.join([*EMBEDDED, *known])}")
-    build_source(source, target)
+    build_source(source, target, beam)
     return target
 
 
-def build_source(source: Path, target: Path) -> None:
+def build_source(source: Path, target: Path, beam: list[str] | None = None) -> None:
     """`cdgt data build` of a folder whose format is recognised from its files (ARFF, XMC, CSV, Debian)."""
     from components.example_gen import BuildOptions, build
     from components.formats.sources import make_source
@@ -107,7 +109,7 @@ def build_source(source: Path, target: Path) -> None:
     _log(f"building {source} ({fmt}) into {target}")
     started = time.monotonic()
     build(make_source(fmt, [str(source)], **options),
-          BuildOptions(out=str(target), task=options.get("task"), overwrite=True), ["--direct_running_mode=in_memory"])
+          BuildOptions(out=str(target), task=options.get("task"), overwrite=True), beam or beam_pipeline_args([]))
     _log(f"built in {time.monotonic() - started:.1f} s")
 
 
@@ -123,13 +125,14 @@ def run(args: argparse.Namespace) -> int:
     from cdgt_keras.distribute import set_cpu_replicas
 
     devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (STACK.md item 4)
-    data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, config.seed)
+    data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, config.seed, beam_args(args))
     from pipeline.local_runner import run as run_pipeline
     from pipeline.pipeline import PipelineSettings, create_pipeline
 
     settings = PipelineSettings(name=pname, data_dir=str(data_dir), root=str(out / "root"),
                                 metadata_path=str(out / "metadata.sqlite"), serving_dir=str(out / "serving" / pname),
-                                min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache)
+                                min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache,
+                                beam_args=tuple(beam_args(args)))
     _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); output {out}")
     started = time.monotonic()
     run_pipeline(create_pipeline(settings, config))
