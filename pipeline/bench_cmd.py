@@ -41,7 +41,8 @@ def _help() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    bench = subparsers.add_parser("bench", help="benchmarks: `cdgt bench quality` (methods side by side)",
+    bench = subparsers.add_parser("bench", help="benchmarks: `cdgt bench quality` (methods side by side), "
+                                  "`cdgt bench serving` (latency)",
                                   description="Benchmarks of CD-GTMLL.")
     commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     bench.set_defaults(func=lambda _args: bench.print_help() or 2)
@@ -61,6 +62,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     quality.add_argument("--report-only", action="store_true", help="only regenerate REPORT.md and plots")
     quality.add_argument("--dry-run", action="store_true", help="list the runs and whether they exist; run nothing")
     quality.set_defaults(func=run)
+    serving = commands.add_parser("serving", help="in-process latency (batch 1) and throughput (batch 64)",
+                                  description=SERVING_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    serving.add_argument("model_dirs", nargs="+", type=Path, metavar="MODEL_DIR",
+                         help="<base>/<name> (highest version) or a version directory, from `cdgt export`")
+    serving.add_argument("--requests", type=int, default=300, help="batch-1 calls timed (default 300)")
+    serving.add_argument("--batch", type=int, default=64, help="the throughput batch size (default 64)")
+    serving.add_argument("--batches", type=int, default=40, help="batches timed (default 40)")
+    serving.add_argument("--input", type=Path, metavar="FILE",
+                         help="inputs, one per line: text, or JSON rows in a .jsonl file (default: synthetic)")
+    serving.add_argument("--json", type=Path, metavar="FILE", help="also write the figures and machine as JSON")
+    serving.set_defaults(func=run_serving)
+
+
+SERVING_HELP = """\
+Time the `predict` signature of exported models in-process (tf.saved_model.load; raw input in, numpy out; the
+preprocessing inside the graph counted): p50/p99 latency at batch 1 and throughput at batch 64. Prints the
+figures and the machine.
+
+examples:
+  cdgt export runs/debtags --output runs/serving --name debtags
+  cdgt bench serving runs/serving/debtags runs/serving/synthetic --json runs/bench-serving.json
+"""
+
+
+def run_serving(args: argparse.Namespace) -> int:
+    import json
+
+    from pipeline.bench.serving import bench_model, format_result, machine
+
+    box = machine()
+    print(f"machine: {box['cpu']}, {box['cores']} cores, {box['ram_gib']} GiB RAM; {box['platform']}; "
+          f"tensorflow {box['tensorflow']}; commit {str(box['git_commit'])[:8]}")
+    results = []
+    for model_dir in args.model_dirs:
+        inputs = None
+        if args.input:
+            from serving.requests import parse_line
+
+            kind = "dense" if args.input.suffix == ".jsonl" else "text"  # JSON lines: dense or sparse rows
+            lines = [line for line in args.input.read_text(encoding="utf-8").splitlines() if line.strip()]
+            inputs = [parse_line(line, kind) for line in lines]
+        result = bench_model(model_dir, requests=args.requests, batch=args.batch, batches=args.batches,
+                             inputs=inputs)
+        results.append(result)
+        print(format_result(result, args.batch), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"machine": box, "results": results}, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
 
 
 def plan(args: argparse.Namespace) -> list:

@@ -108,13 +108,16 @@ def answers(outputs: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def format_table(inputs: Sequence[Any], results: Sequence[dict[str, Any]], width: int = 40) -> str:
-    """A plain-text table: input, decided labels, top k with scores."""
+def format_table(inputs: Sequence[Any], results: Sequence[dict[str, Any]], width: int = 40,
+                 max_labels: int = 6) -> str:
+    """A plain-text table: input, decided labels (the best `max_labels`; --json gives all), top k with scores."""
     lines = [f"{'input':{width}s}  {'labels':40s}  top k"]
     for item, result in zip(inputs, results):
         shown = item if isinstance(item, str) else json.dumps(item)
         shown = shown if len(shown) <= width else shown[:width - 1] + "…"
-        labels = ", ".join(result["labels"]) or "-"
+        shown_labels = result["labels"][:max_labels]
+        more = len(result["labels"]) - len(shown_labels)
+        labels = (", ".join(shown_labels) or "-") + (f" (+{more} more)" if more else "")
         top = "  ".join(f"{t['label']} {t['score']:.3f}" for t in result["top_k"])
         lines.append(f"{shown:{width}s}  {labels:40s}  {top}")
     return "\n".join(lines)
