@@ -6,12 +6,16 @@ VENV := .venv
 VENV_NEXT := .venv-py311
 RUN_DIR ?= runs/pipeline-synthetic
 
-.PHONY: setup run test lint test-next lock clean
+.PHONY: setup setup-bench run test lint test-next lock clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements/lock-py310.txt pyproject.toml scripts/setup-venv.sh
 	scripts/setup-venv.sh 3.10 requirements/lock-py310.txt $(VENV) --no-deps kfp-pipeline-spec==0.2.2
+
+# The peers of the quality benchmark (Omikuji, LibMultiLabel); CI installs them so the quick profile runs them.
+setup-bench: setup
+	$(VENV)/bin/pip install --quiet -c requirements/lock-py310.txt -r requirements/bench-py310.txt
 
 run: setup
 	$(VENV)/bin/cdgt run --output $(RUN_DIR)
