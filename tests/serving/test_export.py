@@ -147,3 +147,21 @@ def test_export_of_an_incomplete_run_names_what_is_missing(tmp_path, capsys):
     (tmp_path / "model.keras").write_text("")
     assert main(["export", str(tmp_path), "--output", str(tmp_path / "m"), "--name", "x"]) == 1
     assert "missing thresholds.json, data.json" in capsys.readouterr().err
+
+
+def test_export_command_copies_a_pipeline_runs_pushed_model(dense_export, tmp_path):
+    import shutil
+
+    from pipeline.cli import main
+    from serving.layout import resolve_saved_model
+
+    run = tmp_path / "pipeline-run"
+    for version in ("1700000000", "1700000500"):  # the Pusher's versions are timestamps; the newest wins
+        shutil.copytree(dense_export.path, run / "serving" / "cdgt-synthetic" / version)
+    (run / "serving" / "cdgt-synthetic" / "1700000500" / "marker").write_text("newest")
+    assert main(["export", str(run), "--output", str(tmp_path / "models"), "--name", "vec", "--version", "7"]) == 0
+    target = resolve_saved_model(tmp_path / "models" / "vec")
+    assert target.name == "7" and (target / "marker").read_text() == "newest"
+    assert main(["export", str(run), "--output", str(tmp_path / "models"), "--name", "vec", "--version", "7"]) == 1
+    with pytest.raises(FileNotFoundError, match=r"holds no saved_model\.pb"):
+        resolve_saved_model(tmp_path)
