@@ -23,11 +23,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "fusion": ("mean", "core", "max", "attention"),
     "schedule": ("cyclic", "simultaneous"),
     "rarity": ("paper", "inverse_sqrt", "inverse", "none"),
-    "correctness": ("all", "positives"),
+    "correctness": ("all", "positives", "log", "log_positives"),
     "payoff": ("bce", "soft_f1", "focal", "asl", "weighted_bce"),
     "disagreement": ("kl", "js", "kl_clipped"),
     "beta_schedule": ("constant", "anneal"),
-    "thresholds": ("fixed", "global", "per_label"),
+    "thresholds": ("fixed", "global", "per_label", "grouped"),
     "activation": ("relu", "gelu", "tanh", "swish"),
 }
 

@@ -82,11 +82,20 @@ def payoff(y: tf.Tensor, p_hat: tf.Tensor, kind: str, *, label_weights: tf.Tenso
 
 def correctness(y: tf.Tensor, p_hat: tf.Tensor, mode: str = "all") -> tf.Tensor:
     """c_l: the expected value under p_hat of the paper's indicator 1{y_hat_l = y_l} (`all`), or only its
-    true-positive part y_l * p_hat_l (`positives`)."""
+    true-positive part y_l * p_hat_l (`positives`); or the log-probability of being right (`log`:
+    y log p + (1 - y) log(1 - p), the log scoring rule, <= 0) or its positive part (`log_positives`: y log p).
+
+    The expected indicator's gradient on a positive's logit is p (1 - p): it vanishes exactly where a rare
+    label's probability is small, so it cannot lift a missed rare positive; the log forms' gradient is 1 - p.
+    """
     if mode == "all":
         return y * p_hat + (1.0 - y) * (1.0 - p_hat)
     if mode == "positives":
         return y * p_hat
+    if mode == "log":
+        return -binary_cross_entropy(y, p_hat)
+    if mode == "log_positives":
+        return y * tf.math.log(_clip(p_hat))
     raise ValueError(f"correctness={mode!r} is not allowed; choose one of {list(CHOICES['correctness'])}")
 
 

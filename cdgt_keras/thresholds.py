@@ -1,7 +1,10 @@
 """Decision thresholds tau_l for y_hat_l = 1{p_hat_l > tau_l} (SPEC §4), tuned on the validation split.
 
 Modes: "fixed" (0.5), "global" (one tau maximising micro-F1), "per_label" (labels with at least
-`min_positives` positives get the tau maximising their own F1; the others keep the tuned global tau).
+`min_positives` positives get the tau maximising their own F1; the others keep the tuned global tau), "grouped"
+(as per_label, but the labels below `min_positives` share one tau maximising the micro-F1 pooled over those labels
+only: the global tau is tuned for the frequent labels that dominate micro-F1 and leaves rare labels, whose
+probabilities are small, never predicted).
 Ties between candidate taus go to the highest one: the fewest predictions among equally good choices.
 
 Example:
@@ -15,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-MODES = ("fixed", "global", "per_label")
+MODES = ("fixed", "global", "per_label", "grouped")
 _CHUNK_ELEMENTS = 1 << 22
 
 
@@ -85,10 +88,13 @@ def tune_thresholds(
 
     global_tau = _best(f1(true_pos.sum(0), positives.sum(), predicted.sum(0)), cand)
     taus = np.full(num_labels, global_tau, dtype=np.float64)
-    if mode == "per_label":
+    if mode in ("per_label", "grouped"):
         own = positives >= min_positives
         if own.any():
             taus[own] = _best(f1(true_pos[own], positives[own, None], predicted[own]), cand)
+        rest = ~own
+        if mode == "grouped" and positives[rest].sum() > 0:
+            taus[rest] = _best(f1(true_pos[rest].sum(0), positives[rest].sum(), predicted[rest].sum(0)), cand)
     return taus.astype(np.float32)
 
 

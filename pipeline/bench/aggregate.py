@@ -40,9 +40,13 @@ class Summary:
 
 
 def flatten(result: dict[str, Any]) -> dict[str, float]:
-    """{"overall/micro_f1": ..., "tail/p_at_1": ..., "timing/train_seconds": ..., "timing/epoch_seconds": mean}."""
+    """{"overall/micro_f1": ..., "tail/p_at_1": ..., "timing/train_seconds": ..., "timing/epoch_seconds": mean},
+    plus "grouped:overall/rare_f1" etc. for the reports under each other threshold rule."""
     out = {f"{row}/{k}": float(v) for row, values in result.get("metrics", {}).items() for k, v in values.items()
            if v is not None}
+    for mode, rows in result.get("metrics_by_thresholds", {}).items():
+        out.update({f"{mode}:{row}/{k}": float(v) for row, values in rows.items() for k, v in values.items()
+                    if v is not None})
     for key, value in result.get("timing", {}).items():
         if isinstance(value, list):
             # the first epoch carries tracing / graph building; the overhead table uses the later ones

@@ -157,11 +157,28 @@ def _evaluate(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: n
     decisions = apply_thresholds(test_probs, ev.thresholds)
     return {
         "metrics": ev.report,
+        "metrics_by_thresholds": _by_thresholds(config, data, val_probs, test_probs),
         "labels": {"num_head": int(ev.head_labels.size), "num_tail": int(ev.tail_labels.size)},
         "curves": {"tail_pr": tail_pr_curve(test.labels, test_probs, ev.tail_labels),
                    "long_tail": long_tail_curve(test.labels, decisions, counts)},
         "_thresholds": ev.thresholds, "_head_tail": (ev.head_labels, ev.tail_labels),
     }
+
+
+# Decision rules every run is also scored under, from the same probabilities (no retraining): a threshold rule
+# is compared like with like, the bar and every candidate under each.
+THRESHOLD_MODES = ("global", "per_label", "grouped")
+
+
+def _by_thresholds(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:
+    """{mode: the SPEC §7 report on test with thresholds tuned on validation by `mode`}."""
+    from cdgt_keras.evaluation import evaluate_probs
+    from cdgt_keras.labels import label_frequencies
+
+    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
+    counts, _ = label_frequencies(train.labels, train.num_labels)
+    return {mode: evaluate_probs(val_probs, validation, test_probs, test, counts, train.num_examples,
+                                 config.replace(thresholds=mode)).report for mode in THRESHOLD_MODES}
 
 
 def load_results(results_dir: Path) -> list[dict[str, Any]]:

@@ -111,6 +111,16 @@ def test_correctness():
     # all: y p + (1 - y)(1 - p) = [[0.8, 0.7, 0.6], [0.9, 0.9, 0.6]]; positives: y p
     np.testing.assert_allclose(obj.correctness(Y, P, "all"), [[0.8, 0.7, 0.6], [0.9, 0.9, 0.6]], atol=1e-6)
     np.testing.assert_allclose(obj.correctness(Y, P, "positives"), [[0.8, 0, 0.6], [0, 0.9, 0]], atol=1e-6)
+    # log: y log p + (1 - y) log(1 - p); log_positives: y log p
+    logs = np.log([[0.8, 0.7, 0.6], [0.9, 0.9, 0.6]])
+    np.testing.assert_allclose(obj.correctness(Y, P, "log"), logs, atol=1e-6)
+    np.testing.assert_allclose(obj.correctness(Y, P, "log_positives"), logs * Y.numpy(), atol=1e-6)
+    # gradient on a positive's logit z (p = sigmoid z): p (1 - p) for `positives`, 1 - p for `log_positives`
+    z = tf.Variable([[-3.0]])
+    for mode, expected in (("positives", 0.0474 * 0.9526), ("log_positives", 0.9526)):
+        with tf.GradientTape() as tape:
+            value = obj.correctness(tf.constant([[1.0]]), tf.sigmoid(z), mode)
+        assert float(tape.gradient(value, z)[0, 0]) == pytest.approx(expected, rel=1e-3)
     with pytest.raises(ValueError, match="correctness"):
         obj.correctness(Y, P, "negatives")
 

@@ -61,6 +61,37 @@ def test_per_label_respects_min_positives():
     np.testing.assert_allclose(tune_thresholds(probs, y, min_positives=6), 0.45, rtol=1e-6)
 
 
+def test_grouped_tunes_one_tau_for_the_rare_labels():
+    probs, y = _three_label_case()
+    # labels 0 and 2 (5 positives each) get their own taus as in per_label: 0.45 and 0.95. Label 1 (2 positives
+    # < 5) is the whole rare group: its pooled F1 is 1 on [0.02, 0.05] → 0.05, where per_label gives it the
+    # global 0.45 and it is never predicted.
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="grouped"), [0.45, 0.05, 0.95], rtol=1e-6)
+    # a group of two: labels 0 and 1 below min_positives 6, label 2 too → everyone pools → the global tau
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="grouped", min_positives=6), 0.45, rtol=1e-6)
+    # a rare group without validation positives keeps the global tau
+    y0 = y.copy()
+    y0[:, 1] = 0
+    assert tune_thresholds(probs, y0, mode="grouped")[1] == tune_thresholds(probs, y0, mode="global")[1]
+
+
+def test_grouped_pools_the_rare_labels():
+    # 20 examples. Rare labels 0 and 1 (2 positives each; min_positives 5): label 0 positives at 0.305, negatives
+    # 0.025; label 1 positives at 0.085, negatives 0.015. Frequent label 2: 8 positives at 0.905, 12 negatives
+    # at 0.095. Pooled over {0, 1}: tau in [0.03, 0.08] → TP 4 = PP 4 = P 4 → F1 1; so the group's tau is 0.08.
+    # Globally (P = 12): [0.10, 0.30] → TP 10, PP 10 → 20/22; 0.09 → TP 10, PP 22; [0.03, 0.08] → TP 12,
+    # PP 24 → 24/36; so the global tau is 0.30 and label 1 is never predicted under per_label.
+    y = np.zeros((20, 3), dtype=int)
+    y[:2, 0] = y[2:4, 1] = 1
+    y[:8, 2] = 1
+    probs = np.zeros((20, 3))
+    probs[:, 0] = np.where(y[:, 0] == 1, 0.305, 0.025)
+    probs[:, 1] = np.where(y[:, 1] == 1, 0.085, 0.015)
+    probs[:, 2] = np.where(y[:, 2] == 1, 0.905, 0.095)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="grouped"), [0.08, 0.08, 0.90], rtol=1e-6)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="per_label"), [0.30, 0.30, 0.90], rtol=1e-6)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
@@ -107,5 +138,5 @@ def test_tuning_uses_strict_inequality_on_grid_values():
 
 
 def test_invalid_mode():
-    with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label"):
+    with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label, grouped"):
         tune_thresholds(np.zeros((2, 2)), np.zeros((2, 2)), mode="best")
