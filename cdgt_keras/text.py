@@ -21,7 +21,9 @@ import scipy.sparse as sp
 
 
 def _strings(texts: Sequence[str]) -> np.ndarray:
-    return np.asarray(texts, dtype=object).astype(str)
+    """An object array of str. Not numpy's fixed-width str dtype: that pads every text to the longest one
+    (the deps descriptions, 45k texts of up to 81k characters, took 13.7 GiB that way)."""
+    return np.fromiter((str(t) for t in texts), dtype=object, count=len(texts))
 
 
 @dataclass

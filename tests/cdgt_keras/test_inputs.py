@@ -86,3 +86,15 @@ def test_tfidf_matches_numpy():
     raw[vocab.index("cat")] = 2 * idf
     raw[vocab.index("dog")] = 1 * idf
     np.testing.assert_allclose(x, raw / np.linalg.norm(raw), rtol=1e-6)
+
+
+def test_tfidf_does_not_pad_texts_to_the_longest():
+    """One 100k-character text among 2,000 short ones: a fixed-width str array would take 0.8 GB; the object array stays
+    small, and the long text's counts are all there."""
+    from cdgt_keras.text import _strings
+
+    texts = ["cat dog"] * 2000 + ["cat " * 25_000]
+    assert _strings(texts).dtype == object
+    tfidf = TfIdf.fit(texts, vocabulary_size=10)
+    counts = tfidf.transform(texts[-1:])
+    assert counts.nnz == 1 and counts.shape[0] == 1
