@@ -23,22 +23,31 @@ examples:
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """--config FILE and --set key=value (repeatable): the one road into CDGTConfig."""
     parser.add_argument("--config", metavar="FILE", type=Path,
-                        help="YAML or JSON file of config fields (may start from `preset: paper`)")
-    parser.add_argument("--preset", metavar="NAME",
-                        help="start from a named preset: paper, rarity_bce, no_curiosity, single_predictor")
+                        help="YAML or JSON file of config fields (may name its own `preset: paper`)")
+    from cdgt_keras.config import DEFAULT_PRESET, PRESETS
+
+    parser.add_argument("--preset", metavar="NAME", default=DEFAULT_PRESET, choices=sorted(PRESETS),
+                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: {DEFAULT_PRESET}, "
+                             "what the benchmarks ship; `paper` is the paper's literal method)")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one config field, e.g. --set alpha=0.3 --set head_hidden=256,128")
 
 
 def config_from_args(args: argparse.Namespace):
-    """CDGTConfig from --preset, --config and --set, applied in that order."""
-    from cdgt_keras.config import CDGTConfig
+    """CDGTConfig from a preset, --config and --set, applied in that order.
 
-    config = CDGTConfig.preset(args.preset) if args.preset else CDGTConfig()
-    if args.config:
-        loaded = CDGTConfig.load(args.config)
-        config = loaded if not args.preset else config.replace(
-            **{k: v for k, v in loaded.to_dict().items() if v != getattr(CDGTConfig(), k)})
+    The preset is --preset when given, else the config file's own `preset:`, else DEFAULT_PRESET; every field
+    the file names overrides the preset, and --set overrides both.
+    """
+    from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig, read_config_file
+
+    data = read_config_file(args.config) if args.config else {}
+    named = data.pop("preset", None) or data.pop("preset_name", None)
+    preset = named if named and args.preset == DEFAULT_PRESET else args.preset
+    try:
+        config = CDGTConfig.from_dict({**data, "preset": preset})
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{args.config}: {err}" if args.config else str(err)) from None
     return config.with_overrides(args.overrides)
 
 

@@ -37,6 +37,22 @@ class Experiment:
     seeds: int = 3
 
 
+# Issue 8: what makes the game pay off. The bar, the one-seed screen and the three-seed confirmation.
+RESEARCH_BAR = "rarity_bce"
+_LOGPOS = "beta=0,correctness=log_positives,rarity=inverse_sqrt"
+RESEARCH_SCREEN = (
+    RESEARCH_BAR, "bce", "no_curiosity", "cdgt", "cdgt[beta=0]",
+    "cdgt[beta=0,correctness=positives,rarity=inverse_sqrt]",
+    f"cdgt[{_LOGPOS}]", f"cdgt[{_LOGPOS},n_players=1]", "cdgt[beta=0,correctness=log_positives,rarity=inverse]",
+    "cdgt[correctness=log_positives,disagreement=js,rarity=inverse_sqrt]",
+    "cdgt[beta=0,correctness=log,rarity=inverse_sqrt]",
+    f"cdgt[{_LOGPOS},alpha=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},schedule=simultaneous]",
+    "rarity_bce[learning_rate=0.003]", f"cdgt[{_LOGPOS},learning_rate=0.003]",
+    "rarity_bce[head_hidden=768]", f"cdgt[{_LOGPOS},head_hidden=768,n_players=1]",
+)
+RESEARCH_FINAL = (RESEARCH_BAR, f"cdgt[{_LOGPOS}]", f"cdgt[{_LOGPOS},n_players=1]")
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL defaults vs the paper's ablations, focal loss, ASL, the bar (rarity_bce) and "
@@ -67,6 +83,13 @@ EXPERIMENTS: dict[str, Experiment] = {
         ("cdgt", "rarity_bce", "cdgt[rarity=inverse_sqrt]", "cdgt[rarity=inverse]", "cdgt[correctness=positives]",
          "cdgt[disagreement=js]", "cdgt[disagreement=kl_clipped]", "cdgt[beta_schedule=anneal]",
          "cdgt[head_hidden=]", "cdgt[shared_encoder=false]")),
+    "research_screen": Experiment(
+        "Research screen (issue 8)", "one change at a time against the bar, one seed", ("bibtex", "corel5k"),
+        RESEARCH_SCREEN, seeds=1),
+    "research": Experiment(
+        "Research confirmation (issue 8)", "the finalists and their ablations against the bar, three seeds",
+        ("debtags", "bibtex", "corel5k", "yeast", "emotions", "delicious", "bibtex-R30", "corel5k-R30"),
+        RESEARCH_FINAL),
 }
 
 

@@ -42,6 +42,7 @@ BASES: dict[str, Base] = {
     "asl": Base("N=1 asymmetric loss (ASL)", overrides=(*_N1, "payoff=asl")),
     "rarity_bce": Base("the bar (SPEC 5a): N=1 BCE weighted by freq^-1/2", preset="rarity_bce"),
     "paper": Base("the paper's literal form (preset paper)", preset="paper"),
+    "recommended": Base("the shipped default (preset recommended, DEFAULT_PRESET)", preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "libmultilabel": Base("LibMultiLabel 0.10.0 linear one-vs-rest (LIBLINEAR)", kind="libmultilabel"),
 }

@@ -17,6 +17,7 @@ import numpy as np
 from pipeline.bench import plots
 from pipeline.bench.aggregate import Summary, aggregate, runs_of
 from pipeline.bench.experiments import EXPERIMENTS, expand
+from pipeline.bench.research import section_research
 from pipeline.bench.runner import load_results
 from pipeline.bench.verdicts import all_verdicts, overhead_rows, pct
 
@@ -295,6 +296,8 @@ def write_report(output: Path) -> list[Path]:
         lines += section_grid(table, exp, key)
     lines += section_rows(table, "rare", DECISIONS) + section_specialisation(results)
     lines += section_disagreement(results) + section_overhead(table) + section_rows(table, "extras", DECISIONS)
+    notes = output / "research_notes.md"  # hand-written findings of issue 8; the tables below are generated
+    lines += section_research(table, notes.read_text() if notes.is_file() else "")
     lines += ["## Plots", ""] + [f"- [{p.name}](plots/{p.name})" for p in pngs] + [""] + section_missing(table)
     output.mkdir(parents=True, exist_ok=True)
     (output / "REPORT.md").write_text("\n".join(lines) + "\n")

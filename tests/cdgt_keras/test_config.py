@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from cdgt_keras.config import CHOICES, CDGTConfig, parse_assignments
+from cdgt_keras.config import CHOICES, PRESETS, CDGTConfig, parse_assignments
 
 # The values SPEC §4-6 requires each categorical field to offer (CHOICES may offer more, never fewer).
 SPEC_CHOICES = {
@@ -139,6 +139,38 @@ def test_preset_with_overrides():
     assert (base.n_players, base.alpha, base.payoff, base.rarity) == (1, 0.0, "weighted_bce", "inverse_sqrt")
     assert CDGTConfig.preset("rarity_bce", n_players=2).n_players == 2
     assert CDGTConfig.from_dict({"preset": "no_curiosity", "beta": 0.1}).alpha == 0.0
+
+
+def test_default_preset_is_the_shipped_recommendation():
+    from cdgt_keras.config import DEFAULT_PRESET
+
+    assert DEFAULT_PRESET in PRESETS
+    cfg = CDGTConfig.preset("recommended")  # bench/REPORT.md, "Research: making the game pay off"
+    assert (cfg.n_players, cfg.alpha, cfg.beta, cfg.correctness, cfg.rarity, cfg.payoff) == (
+        3, 0.5, 0.0, "log_positives", "inverse_sqrt", "bce")
+    # the paper preset and the dataclass defaults are untouched by it
+    assert CDGTConfig.preset("paper") == CDGTConfig()
+
+
+def test_command_line_preset_precedence(tmp_path):
+    import argparse
+
+    from cdgt_keras.config import DEFAULT_PRESET
+    from pipeline.train_cmd import add_config_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    assert config_from_args(parser.parse_args([])) == CDGTConfig.preset(DEFAULT_PRESET)
+    assert config_from_args(parser.parse_args(["--preset", "paper"])) == CDGTConfig.preset("paper")
+    path = tmp_path / "c.yaml"
+    path.write_text("preset: paper\nalpha: 0.5\nepochs: 3\n")  # the file's preset wins over the default one
+    assert config_from_args(parser.parse_args(["--config", str(path)])) == CDGTConfig.preset("paper", epochs=3)
+    path.write_text("alpha: 0.3\n")  # no preset in the file: the default preset, every named field over it
+    got = config_from_args(parser.parse_args(["--config", str(path), "--preset", "rarity_bce", "--set", "seed=4"]))
+    assert got == CDGTConfig.preset("rarity_bce", alpha=0.3, seed=4)
+    saved = tmp_path / "run.json"  # a run's saved config.json comes back exactly
+    CDGTConfig.preset("paper", alpha=0.1).save(saved)
+    assert config_from_args(parser.parse_args(["--config", str(saved)])) == CDGTConfig.preset("paper", alpha=0.1)
 
 
 def test_unknown_preset_lists_the_known_ones():

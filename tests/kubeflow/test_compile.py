@@ -17,7 +17,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from cdgt_keras.config import CDGTConfig
+from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig
 from kubeflow.kubeflow_v2_runner import check_image, check_pipeline_root
 from kubeflow.parameters import DATA_ROOT, TRAINER_CONFIG, trainer_value
 from pipeline.cli import main
@@ -68,7 +68,8 @@ def test_trainer_custom_config_is_the_cdgt_config_with_overrides(compiled):
     assert trainer["custom_config"] == {"componentInputParameter": TRAINER_CONFIG}
     custom = json.loads(spec["root"]["inputDefinitions"]["parameters"][TRAINER_CONFIG]["defaultValue"])
     assert custom["cdgt"]["alpha"] == 0.3
-    assert CDGTConfig.from_dict(custom["cdgt"]) == CDGTConfig().with_overrides(["alpha=0.3", "epochs=3"])
+    expected = CDGTConfig.preset(DEFAULT_PRESET).with_overrides(["alpha=0.3", "epochs=3"])  # the CLI's default
+    assert CDGTConfig.from_dict(custom["cdgt"]) == expected
     assert custom["checkpoint_root"] == str(compiled["tmp"] / "root" / "_checkpoints")
     assert json.loads(compiled["job"]["runtimeConfig"]["parameterValues"][TRAINER_CONFIG]) == custom
 

@@ -1,0 +1,158 @@
+"""REPORT.md's "Research: making the game pay off" section (issue 8): every candidate against the bar.
+
+The bar is `rarity_bce` (N=1 BCE weighted by freq^-1/2, SPEC §5a) on the same split, encoder and training budget.
+A candidate clears it on a data set when, mean over the same seeds, Rare-F1 >= +2 points, Macro-F1 >= +1 and
+PSP@5 >= +2 over the bar, with Micro-F1 and P@1 no more than 0.5 below it (`CRITERIA`). Every number is read from
+the result files and printed next to the command that reproduces it.
+
+Example:
+    >>> clears({"overall/rare_f1": 0.03, "overall/macro_f1": 0.01, "overall/psp_at_5": 0.02,
+    ...         "overall/micro_f1": -0.004, "overall/p_at_1": 0.0})
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.bench.aggregate import Summary
+from pipeline.bench.experiments import EXPERIMENTS, RESEARCH_BAR
+from pipeline.bench.verdicts import pct
+
+Table = dict[tuple[str, str], Summary]
+# (name, metric key, the least difference to the bar that passes; fractions)
+CRITERIA = [("Rare-F1", "overall/rare_f1", 0.02), ("Macro-F1", "overall/macro_f1", 0.01),
+            ("PSP@5", "overall/psp_at_5", 0.02), ("Micro-F1", "overall/micro_f1", -0.005),
+            ("P@1", "overall/p_at_1", -0.005)]
+# Threshold rules every run is scored under (pipeline.bench.runner.THRESHOLD_MODES); "" = the config's own rule.
+RULES = [("per_label (default)", ""), ("grouped", "grouped:"), ("global", "global:")]
+
+
+def clears(deltas: dict[str, float]) -> bool:
+    """True when every criterion holds on these differences to the bar (fractions)."""
+    return all(deltas.get(key, math.nan) >= least - 1e-12 for _, key, least in CRITERIA)
+
+
+def deltas(table: Table, dataset: str, row: str, prefix: str = "") -> dict[str, float]:
+    """Candidate mean minus bar mean on each criterion (NaN when either is missing)."""
+    a, b = table.get((dataset, row)), table.get((dataset, RESEARCH_BAR))
+    return {key: (a.mean.get(prefix + key, math.nan) - b.mean.get(prefix + key, math.nan)) if a and b else math.nan
+            for _, key, _ in CRITERIA}
+
+
+def _signed(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:+.2f}"
+
+
+def _md(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _rows(experiment: str) -> list[str]:
+    from pipeline.bench.methods import resolve
+
+    return [resolve(m).name for m in EXPERIMENTS[experiment].methods]
+
+
+def _cmd(experiment: str, datasets: list[str], seeds: int, methods: list[str] | None = None) -> str:
+    extra = f" --methods '{','.join(methods)}'" if methods else ""
+    return f"`cdgt bench quality --experiments {experiment} --datasets {','.join(datasets)} --seeds {seeds}{extra}`"
+
+
+def _value(s: Summary | None, key: str, std: bool = True) -> str:
+    if s is None or math.isnan(s.mean.get(key, math.nan)):
+        return "-"
+    m, sd = s.get(key)
+    return pct(m, sd if std else None)
+
+
+def section_screen(table: Table) -> list[str]:
+    """One seed per candidate on the small sets: absolute values and the differences to the bar."""
+    exp = EXPERIMENTS["research_screen"]
+    rows = _rows("research_screen")
+    lines = ["### Screen (one seed; per-label thresholds)", "",
+             "Each candidate is one change of configuration; the differences to the bar (`rarity_bce`, same seed) "
+             "are in points, the check mark when all five criteria hold.", ""]
+    for d in exp.datasets:
+        present = [r for r in rows if (d, r) in table]
+        if not present:
+            continue
+        lines += [f"#### {d}", "", "Reproduce: " + _cmd("research_screen", [d], 1), ""]
+        body = []
+        for r in present:
+            s, delta = table[(d, r)], deltas(table, d, r)
+            body.append([f"`{r}`", *(_value(s, k, std=False) for _, k, _ in CRITERIA),
+                         " / ".join(_signed(delta[k]) for _, k, _ in CRITERIA),
+                         "✓" if clears(delta) and r != RESEARCH_BAR else ""])
+        lines += [*_md(["method", *(n for n, _, _ in CRITERIA), "Δ vs bar (Rare / Macro / PSP@5 / Micro / P@1)",
+                        "clears"], body), ""]
+    return lines
+
+
+def section_confirm(table: Table) -> list[str]:
+    """Three seeds: the finalists and their ablations against the bar, per data set, under each threshold rule."""
+    exp = EXPERIMENTS["research"]
+    rows = _rows("research")
+    datasets = [d for d in exp.datasets if any((d, r) in table for r in rows)]
+    lines = ["### Confirmation (3 seeds)", "",
+             "Mean ± std over the seeds shown; per-label thresholds (the harness default). Δ = candidate − bar in "
+             "points.", ""]
+    verdict_rows: dict[str, list[list[str]]] = {}
+    for d in datasets:
+        present = [r for r in rows if (d, r) in table]
+        seeds = min(table[(d, r)].n for r in present)
+        lines += [f"#### {d}", "", "Reproduce: " + _cmd("research", [d], max(seeds, 1)), ""]
+        lines += [*_md(["method", "seeds", *(n for n, _, _ in CRITERIA), "mAP"],
+                       [[f"`{r}`", str(table[(d, r)].n), *(_value(table[(d, r)], k) for _, k, _ in CRITERIA),
+                         _value(table[(d, r)], "overall/map")] for r in present]), ""]
+        for r in present:
+            if r == RESEARCH_BAR:
+                continue
+            for rule, prefix in RULES[:2]:
+                delta = deltas(table, d, r, prefix)
+                verdict_rows.setdefault(r, []).append(
+                    [d, rule, f"{table[(d, r)].n}", *(_signed(delta[k]) for _, k, _ in CRITERIA),
+                     "**yes**" if clears(delta) else "no"])
+    for r, body in verdict_rows.items():
+        others = {row[0] for row in body if row[1].startswith("per_label") and row[-1] == "**yes**"}
+        lines += [f"#### `{r}` against the bar", "",
+                  f"Clears the bar (per-label thresholds) on: {', '.join(sorted(others)) or 'no data set'}; the "
+                  f"issue's bar is debtags and at least three others: "
+                  f"**{'met' if 'debtags' in others and len(others - {'debtags'}) >= 3 else 'not met'}**.", ""]
+        lines += [*_md(["data", "thresholds", "seeds", *(f"Δ {n}" for n, _, _ in CRITERIA), "clears"], body), ""]
+    return lines
+
+
+def section_thresholds(table: Table) -> list[str]:
+    """Rare-F1 and Micro-F1 of the bar and each finalist under each threshold rule (same probabilities)."""
+    exp = EXPERIMENTS["research"]
+    rows = _rows("research")
+    body = []
+    for d in exp.datasets:
+        for r in rows:
+            s = table.get((d, r))
+            if s is None:
+                continue
+            body.append([d, f"`{r}`", *(f"{_value(s, p + 'overall/rare_f1', std=False)} / "
+                                        f"{_value(s, p + 'overall/micro_f1', std=False)}" for _, p in RULES)])
+    if not body:
+        return []
+    return ["### Threshold rules (same probabilities, thresholds tuned on validation)", "",
+            "Rare-F1 / Micro-F1, mean over seeds. `grouped`: the labels with fewer than 5 validation positives "
+            "share one tau tuned on their pooled F1 instead of the global tau (SPEC §4 amendment, "
+            "`thresholds=\"grouped\"`). Every run of `--experiments research` is scored under each rule.", "",
+            *_md(["data", "method", *(n for n, _ in RULES)], body), ""]
+
+
+def section_research(table: Table, notes: str = "") -> list[str]:
+    """The whole section: notes (hand-written findings, bench/RESEARCH.md), screen, confirmation, thresholds."""
+    lines = ["## Research: making the game pay off (issue 8)", ""]
+    if notes:
+        lines += [notes.strip(), ""]
+    return lines + section_screen(table) + section_confirm(table) + section_thresholds(table)
+
+
+def research_rows() -> list[Any]:
+    """The rows this section reads (for the report's method list)."""
+    return sorted(set(_rows("research_screen")) | set(_rows("research")))
