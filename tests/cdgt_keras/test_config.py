@@ -147,7 +147,7 @@ def test_default_preset_is_the_shipped_recommendation():
     assert DEFAULT_PRESET in PRESETS
     cfg = CDGTConfig.preset("recommended")  # bench/REPORT.md, "Research: making the game pay off"
     assert (cfg.n_players, cfg.alpha, cfg.beta, cfg.correctness, cfg.rarity, cfg.payoff, cfg.learning_rate) == (
-        3, 2.0, 0.0, "log_positives", "inverse_sqrt", "weighted_bce", 0.003)
+        3, 2.0, 0.0, "log_positives", "inverse_sqrt", "weighted_bce", 0.001)
     # the paper preset and the dataclass defaults are untouched by it
     assert CDGTConfig.preset("paper") == CDGTConfig()
 
