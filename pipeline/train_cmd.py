@@ -55,8 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train and evaluate without TFX (fast path)", description=HELP,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--dataset", choices=sorted(EMBEDDED), default="synthetic",
-                        help="embedded data set (default: synthetic)")
+    source.add_argument("--dataset", default="synthetic", metavar="NAME",
+                        help=f"{', '.join(sorted(EMBEDDED))} (embedded; default synthetic), or a folder name under "
+                             "CDGT_DATA_DIR (yeast, emotions, ...), built into runs/data/NAME on first use "
+                             "(as `cdgt run --dataset`)")
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, required=True, help="run directory to write")
@@ -68,8 +70,13 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from pipeline.train import load_data_with_tfidf, run_training
 
-    splits, tfidf = load_data_with_tfidf(args.data, args.dataset, config)
-    print(f"training CDGTModel on {args.data or args.dataset}: " + ", ".join(
+    data_dir = args.data
+    if data_dir is None and args.dataset not in EMBEDDED:
+        from pipeline.run_cmd import ensure_data
+
+        data_dir = ensure_data(args.dataset, Path("runs"), config.seed)
+    splits, tfidf = load_data_with_tfidf(data_dir, args.dataset, config)
+    print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
     metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, tfidf=tfidf)

@@ -70,3 +70,27 @@ def test_bad_override_is_a_clear_error(capsys, tmp_path):
     assert main(["train", "--output", str(tmp_path), "--set", "fusion=median"]) == 1
     err = capsys.readouterr().err
     assert "fusion='median' is not allowed" in err and "attention" in err
+
+
+def test_unknown_dataset_is_a_clear_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("CDGT_DATA_DIR", str(tmp_path))
+    (tmp_path / "yeast").mkdir()
+    assert main(["train", "--dataset", "no-such-set", "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "no-such-set" in err and "yeast" in err and "CDGT_DATA_DIR" in err
+
+
+@pytest.mark.data
+def test_named_dataset_is_built_from_the_data_dir_once(data_dir, tmp_path, monkeypatch):
+    """`cdgt train --dataset yeast` builds $CDGT_DATA_DIR/yeast into runs/data/yeast, as `cdgt run` does."""
+    monkeypatch.setenv("CDGT_DATA_DIR", str(data_dir))
+    monkeypatch.chdir(tmp_path)
+    args = ["train", "--dataset", "yeast", "--quiet", "--set", "epochs=1", "--set", "encoder_hidden=32",
+            "--set", "head_hidden=16"]
+    assert main([*args, "--output", "one"]) == 0
+    manifest = tmp_path / "runs" / "data" / "yeast" / "manifest.json"
+    built = manifest.stat().st_mtime_ns
+    metrics = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    assert metrics["num_test"] == 917 and metrics["report"]["overall"]["micro_f1"] > 0
+    assert main([*args, "--output", "two"]) == 0
+    assert manifest.stat().st_mtime_ns == built  # reused, not rebuilt
