@@ -25,7 +25,7 @@ import numpy as np
 
 from pipeline.bench.datasets import BenchData, load_dataset
 from pipeline.bench.environment import environment
-from pipeline.bench.methods import Method
+from pipeline.bench.methods import Method, resolve
 
 SCHEMA = 1
 HISTORY_KEYS = ("loss", "payoff", "potential", "kl_head", "kl_tail", "val_payoff", "val_potential",
@@ -186,7 +186,23 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(Path(results_dir).glob("*.json")):
         try:
-            out.append(json.loads(path.read_text()))
+            out.append(_canonical(json.loads(path.read_text())))
         except (OSError, json.JSONDecodeError) as err:
             print(f"bench: skipping unreadable {path}: {err}", file=sys.stderr)
     return out
+
+
+def _canonical(result: dict[str, Any]) -> dict[str, Any]:
+    """Re-resolve a result's method name and row, so runs made under an older name (before an alias) group with
+    the runs of their canonical name; the name it ran under stays in `method.ran_as`."""
+    method = result.get("method", {})
+    if method.get("kind") != "cdgt":
+        return result
+    try:
+        name = resolve(method["name"]).name
+        row = resolve(method.get("row") or method["name"]).name
+    except (KeyError, ValueError):
+        return result
+    if (name, row) != (method["name"], method.get("row")):
+        result["method"] = {**method, "name": name, "row": row, "ran_as": method["name"]}
+    return result

@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
+from cdgt_keras.config import CDGTConfig
 from pipeline.bench.aggregate import aggregate
 from pipeline.bench.methods import resolve, split_names
 from pipeline.bench.report import write_report
-from pipeline.bench.runner import write_json
+from pipeline.bench.runner import load_results, write_json
 from pipeline.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
 
 METRICS = ("micro_f1", "macro_f1", "rare_f1", "map", "p_at_1", "p_at_3", "p_at_5", "ndcg_at_1", "ndcg_at_3",
@@ -95,6 +96,8 @@ def test_every_claim_has_a_verdict_without_results():
 # ------------------------------------------------------------------------------------------------ methods, report
 def test_method_names_are_canonical():
     assert resolve("cdgt[alpha=0.5]").name == "cdgt"  # the default value: the same run
+    assert resolve("cdgt[alpha=2,beta=0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt]").name \
+        == "recommended"  # exactly the preset's config: the preset's name
     assert resolve("cdgt[beta=0.1,alpha=0.3]").name == "cdgt[alpha=0.3,beta=0.1]"
     assert resolve("cdgt[head_hidden=512:256]").config(seed=2).head_hidden == (512, 256)
     assert resolve("rarity_bce").config().n_players == 1
@@ -106,11 +109,28 @@ def test_method_names_are_canonical():
 
 
 def test_the_shipped_preset_is_the_benchmarked_finalist():
-    from pipeline.bench.experiments import RESEARCH_FINAL
+    # the research grid wrote the finalist as explicit overrides; that config is exactly the shipped preset, so the
+    # name resolves to the preset's and the runs are shared
+    explicit = "cdgt[beta=0,correctness=log_positives,rarity=inverse_sqrt,alpha=2,payoff=weighted_bce]"
+    finalist = resolve(explicit)
+    assert finalist.name == "recommended" and finalist.overrides == ()
+    assert resolve("recommended").config(seed=0).to_dict() == {**CDGTConfig.preset("recommended").to_dict()}
+    assert CDGTConfig.preset("recommended").to_dict() == {
+        **CDGTConfig(alpha=2.0, beta=0.0, correctness="log_positives", rarity="inverse_sqrt",
+                     payoff="weighted_bce").to_dict(), "preset_name": "recommended"}
+    # one override away from the preset is not the preset
+    assert resolve(explicit.replace("alpha=2", "alpha=1")).name.startswith("cdgt[")
 
-    # bench/REPORT.md measures the finalist under its explicit overrides; the preset must be exactly that config
-    finalist = resolve(RESEARCH_FINAL[2]).config(seed=0)
-    assert resolve("recommended").config(seed=0).to_dict() == {**finalist.to_dict(), "preset_name": "recommended"}
+
+def test_results_under_an_older_name_group_with_the_canonical_name(tmp_path):
+    old = "cdgt[alpha=2.0,beta=0.0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt]"
+    write_json(tmp_path / "a.json", fake_result("d", old, 0, micro_f1=0.4))
+    write_json(tmp_path / "b.json", fake_result("d", "recommended", 1, micro_f1=0.6))
+    results = load_results(tmp_path)
+    assert [r["method"]["name"] for r in results] == ["recommended", "recommended"]
+    assert results[0]["method"]["ran_as"] == old
+    summary = aggregate(results)[("d", "recommended")]
+    assert summary.seeds == (0, 1) and summary.mean["overall/micro_f1"] == pytest.approx(0.5)
 
 
 def test_research_criteria():
