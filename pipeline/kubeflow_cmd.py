@@ -72,20 +72,20 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="compile with caching off for every task")
 
 
-def local_data(args: argparse.Namespace, seed: int) -> tuple[str, Path]:
+def local_data(args: argparse.Namespace) -> tuple[str, Path]:
     """(data set name, local built directory): --data as given, or --dataset built under --work on first use."""
     if args.data:
         return args.data.name, args.data.resolve()
     from pipeline.run_cmd import ensure_data
 
     work = (args.work or Path("runs") / f"kubeflow-{args.dataset}").resolve()
-    return args.dataset, ensure_data(args.dataset, work, seed)
+    return args.dataset, ensure_data(args.dataset, work)
 
 
 def build(args: argparse.Namespace, root: str) -> tuple[Any, dict[str, Any]]:
     """(the TFX pipeline with its runtime parameters, {parameter: default}) from the command-line options."""
     config = config_from_args(args)
-    name, data_dir = local_data(args, config.seed)
+    name, data_dir = local_data(args)
     from kubeflow.parameters import expose_runtime_parameters
     from pipeline.pipeline import PipelineSettings, create_pipeline, pipeline_name
 

@@ -10,17 +10,15 @@ Output directory layout (`--output`, default runs/pipeline-<dataset>):
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.beam_options import add_beam_arguments, beam_args, beam_pipeline_args
+from pipeline.beam_options import add_beam_arguments, beam_args
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 REPO = Path(__file__).resolve().parents[1]
-EMBEDDED = ("synthetic", "synthetic-sparse")
 
 HELP = """\
 Run the TFX pipeline: ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform ->
@@ -31,6 +29,7 @@ retrains. A run killed mid-way resumes from its completed components and the Tra
 examples:
   cdgt run                                         # embedded synthetic data, runs/pipeline-synthetic
   cdgt run --dataset yeast --set epochs=30         # builds $CDGT_DATA_DIR/yeast first (default ../shared/data)
+  cdgt run --dataset debtags                       # the Debian catalogue's tags ($CDGT_DATA_DIR/debian-bookworm)
   cdgt run --data data/debtags --output runs/debtags --cpu-replicas 2
 """
 
@@ -40,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help="synthetic (default), synthetic-sparse, or a folder name under CDGT_DATA_DIR "
-                             "(yeast, emotions, ...), built into the output directory on first use")
+                        help="synthetic (default), synthetic-sparse, a named set read from CDGT_DATA_DIR (yeast, "
+                             "emotions, bibtex, corel5k, delicious, debtags, deps, and NAME-R30 / NAME-R50), or "
+                             "any folder under CDGT_DATA_DIR; built into the output directory on first use")
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, help="run directory (default runs/pipeline-<name>)")
@@ -53,11 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-cache", action="store_true", help="run every component even if cached")
     add_beam_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def data_root() -> Path:
-    """CDGT_DATA_DIR, default ../shared/data relative to the repository."""
-    return Path(os.environ.get("CDGT_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 
 
 def quiet_known_warnings() -> None:
@@ -77,40 +72,11 @@ def _log(message: str) -> None:
     print(f"[cdgt run] {message}", flush=True)
 
 
-def ensure_data(dataset: str, out: Path, seed: int, beam: list[str] | None = None) -> Path:
-    """The built data directory for `dataset` under `out/data/`, building it on first use."""
-    target = out / "data" / dataset
-    if (target / "manifest.json").is_file():
-        return target
-    if dataset in EMBEDDED:
-        from components.synthetic_source import write_synthetic
+def ensure_data(dataset: str, out: Path, beam: list[str] | None = None) -> Path:
+    """The built data directory for `dataset` under `out/data/`, building it on first use (pipeline.datasets)."""
+    from pipeline.datasets import build_named
 
-        _log(f"writing the embedded {dataset} data to {target}")
-        write_synthetic(str(target), sparse=dataset.endswith("sparse"), seed=seed, overwrite=True)
-        return target
-    source = data_root() / dataset
-    if not source.is_dir():
-        known = sorted(p.name for p in data_root().iterdir() if p.is_dir()) if data_root().is_dir() else []
-        raise FileNotFoundError(f"--dataset {dataset!r}: no folder {source} (set CDGT_DATA_DIR); "
-                                f"known: {', '.join([*EMBEDDED, *known])}")
-    build_source(source, target, beam)
-    return target
-
-
-def build_source(source: Path, target: Path, beam: list[str] | None = None) -> None:
-    """`cdgt data build` of a folder whose format is recognised from its files (ARFF, XMC, CSV, Debian)."""
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
-
-    names = [p.name.lower() for p in source.iterdir()]
-    fmt = ("arff" if any(".arff" in n for n in names) else "debian" if any(n.startswith("packages") for n in names)
-           else "csv" if any(".csv" in n for n in names) else "xmc")
-    options = {"task": "debtags"} if fmt == "debian" else {}
-    _log(f"building {source} ({fmt}) into {target}")
-    started = time.monotonic()
-    build(make_source(fmt, [str(source)], **options),
-          BuildOptions(out=str(target), task=options.get("task"), overwrite=True), beam or beam_pipeline_args([]))
-    _log(f"built in {time.monotonic() - started:.1f} s")
+    return build_named(dataset, out / "data", beam, log=_log)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from cdgt_keras.distribute import set_cpu_replicas
 
     devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (STACK.md item 4)
-    data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, config.seed, beam_args(args))
+    data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, beam_args(args))
     from pipeline.local_runner import run as run_pipeline
     from pipeline.pipeline import PipelineSettings, create_pipeline
 

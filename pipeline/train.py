@@ -29,8 +29,9 @@ def load_embedded(name: str, seed: int = 0) -> dict[str, MultiLabelData]:
     if name not in EMBEDDED:
         raise ValueError(f"--dataset {name!r} is not known; choose one of {sorted(EMBEDDED)}")
     from cdgt_keras.synthetic import synthetic_splits
+    from components.synthetic_source import DEFAULT_SIZE  # the size `cdgt run` writes: the same data on both paths
 
-    return synthetic_splits(num_examples=4000, num_labels=100, seed=seed, **EMBEDDED[name])
+    return synthetic_splits(**DEFAULT_SIZE, seed=seed, **EMBEDDED[name])
 
 
 def load_data(data_dir: str | Path | None, dataset: str, config: CDGTConfig) -> dict[str, MultiLabelData]:

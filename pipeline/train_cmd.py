@@ -56,9 +56,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help=f"{', '.join(sorted(EMBEDDED))} (embedded; default synthetic), or a folder name under "
-                             "CDGT_DATA_DIR (yeast, emotions, ...), built into runs/data/NAME on first use "
-                             "(as `cdgt run --dataset`)")
+                        help=f"{', '.join(sorted(EMBEDDED))} (embedded; default synthetic), a named set read from "
+                             "CDGT_DATA_DIR (yeast, emotions, bibtex, corel5k, delicious, debtags, deps, NAME-R30 / "
+                             "NAME-R50), or any folder under it; built into runs/data/NAME on first use (as `cdgt "
+                             "run --dataset`)")
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, required=True, help="run directory to write")
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if data_dir is None and args.dataset not in EMBEDDED:
         from pipeline.run_cmd import ensure_data
 
-        data_dir = ensure_data(args.dataset, Path("runs"), config.seed)
+        data_dir = ensure_data(args.dataset, Path("runs"))
     splits, tfidf = load_data_with_tfidf(data_dir, args.dataset, config)
     print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())

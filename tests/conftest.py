@@ -27,3 +27,31 @@ def data_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def write_debian_catalogue(folder: Path, n: int = 40) -> Path:
+    """A small apt catalogue in `folder`: Packages.lz4 (tags on 30 of n, dependencies on 2/3) + Translation-en."""
+    import lz4.frame
+
+    folder.mkdir(parents=True)
+    packages, translations = [], []
+    for i in range(n):
+        tags = ", ".join(f"t::{j}" for j in range(i % 4))
+        deps = f"libc6 (>= 2), lib{i % 5}:any | other" if i % 3 else ""
+        md5 = f"m{i}"
+        packages.append(
+            f"Package: p{i}\nDepends: {deps}\nDescription: short {i}\nDescription-md5: {md5}\n"
+            + (f"Tag: {tags}\n" if tags else "")
+        )
+        translations.append(f"Package: p{i}\nDescription-md5: {md5}\nDescription-en: short {i}\n long {i}\n")
+    translations.append("Package: gone\nDescription-md5: zz\nDescription-en: x\n y\n")
+    with lz4.frame.open(folder / "Packages.lz4", "wt") as handle:
+        handle.write("\n".join(packages))
+    (folder / "Translation-en").write_text("\n".join(translations))
+    return folder
+
+
+@pytest.fixture
+def debian_catalogue(tmp_path: Path) -> Path:
+    """`write_debian_catalogue` in tmp_path/apt."""
+    return write_debian_catalogue(tmp_path / "apt")

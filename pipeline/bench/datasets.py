@@ -13,44 +13,16 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
+from pipeline.datasets import DATASETS, build_named, data_root, parse_name
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class DatasetSpec:
-    """Where a data set comes from and how it is built (recorded with every run)."""
-
-    format: str  # arff | debian | synthetic
-    source: str = ""  # folder under the data root
-    task: str | None = None
-    min_label_count: int = 0
-    note: str = ""
-
-
-DATASETS: dict[str, DatasetSpec] = {
-    "yeast": DatasetSpec("arff", "yeast"),
-    "emotions": DatasetSpec("arff", "emotions"),
-    "bibtex": DatasetSpec("arff", "bibtex"),
-    "corel5k": DatasetSpec("arff", "corel5k"),
-    "delicious": DatasetSpec("arff", "delicious"),
-    "debtags": DatasetSpec("debian", "debian-bookworm", task="debtags"),
-    # 41k targets, 19k of them seen once: labels with < 20 training positives are dropped, which keeps dense
-    # [n, L] scores (thresholds, mAP, every method's evaluation) affordable; the report's data table says so.
-    "deps": DatasetSpec("debian", "debian-bookworm", task="deps", min_label_count=20,
-                        note="labels with < 20 training positives dropped (--min-label-count 20)"),
-    "synthetic": DatasetSpec("synthetic", note="cdgt_keras.synthetic: 1,500 examples, 40 Zipf labels, seed 0"),
-}
-_RARE = re.compile(r"^(?P<base>[a-z0-9]+)-R(?P<percent>\d{1,2})$")
+__all__ = ["DATASETS", "BenchData", "build_dataset", "data_root", "load_dataset", "parse_name", "shape_facts"]
 
 
 @dataclass(frozen=True)
@@ -63,41 +35,10 @@ class BenchData:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def data_root() -> Path:
-    """CDGT_DATA_DIR, default ../shared/data relative to the repository."""
-    return Path(os.environ.get("CDGT_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
-
-
-def parse_name(name: str) -> tuple[str, float]:
-    """("corel5k", 0.3) for "corel5k-R30"; (name, 0.0) for a plain name; ValueError for an unknown one."""
-    match = _RARE.match(name)
-    base, fraction = (match["base"], int(match["percent"]) / 100) if match else (name, 0.0)
-    if base not in DATASETS or (fraction and DATASETS[base].format == "synthetic"):
-        raise ValueError(f"unknown data set {name!r}; choose from {sorted(DATASETS)} or NAME-R30 / NAME-R50")
-    return base, fraction
-
-
 def build_dataset(name: str, root: Path, cache_dir: Path) -> Path:
-    """The built directory of `name` under `cache_dir`, running `components.example_gen.build` only once."""
-    base, fraction = parse_name(name)
-    spec, out = DATASETS[base], cache_dir / name
-    if (out / "manifest.json").is_file():
-        return out
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
-
-    rare_k = 0
-    if fraction:
-        from cdgt_keras.records import read_manifest
-
-        num_labels = int(read_manifest(build_dataset(base, root, cache_dir))["num_labels"])
-        rare_k = math.ceil(CDGTConfig.tail_fraction * num_labels)
-    options = {"task": spec.task} if spec.format == "debian" else {}
-    source = make_source(spec.format, [str(root / spec.source)], **options)
-    build(source, BuildOptions(out=str(out), task=spec.task, min_label_count=spec.min_label_count,
-                               rare_fraction=fraction, rare_k=rare_k, overwrite=True),
-          ["--direct_running_mode=in_memory"])
-    return out
+    """The built directory of `name` under `cache_dir` (pipeline.datasets.build_named, in-memory DirectRunner)."""
+    parse_name(name)  # benchmarks take registered names only
+    return build_named(name, cache_dir, ["--direct_running_mode=in_memory"], root=root)
 
 
 _LOADED: dict[tuple[str, str], BenchData] = {}

@@ -6,7 +6,6 @@ import json
 import lzma
 from pathlib import Path
 
-import lz4.frame
 import numpy as np
 import pytest
 from ingest_helpers import read_json, read_split, run_build, write_xmc
@@ -118,28 +117,8 @@ def test_csv_names_min_count_and_unknown_label(tmp_path: Path):
         )
 
 
-def _catalogue(tmp_path: Path, n: int = 40) -> Path:
-    folder = tmp_path / "apt"
-    folder.mkdir()
-    packages, translations = [], []
-    for i in range(n):
-        tags = ", ".join(f"t::{j}" for j in range(i % 4))
-        deps = f"libc6 (>= 2), lib{i % 5}:any | other" if i % 3 else ""
-        md5 = f"m{i}"
-        packages.append(
-            f"Package: p{i}\nDepends: {deps}\nDescription: short {i}\nDescription-md5: {md5}\n"
-            + (f"Tag: {tags}\n" if tags else "")
-        )
-        translations.append(f"Package: p{i}\nDescription-md5: {md5}\nDescription-en: short {i}\n long {i}\n")
-    translations.append("Package: gone\nDescription-md5: zz\nDescription-en: x\n y\n")
-    with lz4.frame.open(folder / "Packages.lz4", "wt") as handle:
-        handle.write("\n".join(packages))
-    (folder / "Translation-en").write_text("\n".join(translations))
-    return folder
-
-
-def test_debian_catalogue_join_split_and_tasks(tmp_path: Path):
-    folder = _catalogue(tmp_path)
+def test_debian_catalogue_join_split_and_tasks(tmp_path: Path, debian_catalogue: Path):
+    folder = debian_catalogue
     manifest = run_build(
         "debian", [folder], tmp_path / "tags", source_options={"task": "debtags"}, task="debtags"
     )

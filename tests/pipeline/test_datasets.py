@@ -1,0 +1,68 @@
+"""pipeline.datasets: one registry of named data sets for `cdgt run`, `cdgt train`, `cdgt kubeflow` and the bench."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import write_debian_catalogue
+
+from pipeline.datasets import DATASETS, build_named, known_names, parse_name
+
+
+def _manifest(directory: Path) -> dict:
+    return json.loads((directory / "manifest.json").read_text())
+
+
+def test_parse_name():
+    assert parse_name("yeast") == ("yeast", 0.0)
+    assert parse_name("debtags-R30") == ("debtags", 0.3)
+    for bad in ("nope", "synthetic-R30", "yeast-R100"):
+        with pytest.raises(ValueError, match="unknown data set"):
+            parse_name(bad)
+
+
+def test_debian_names_read_the_catalogue_folder_with_their_task(tmp_path: Path):
+    """`--dataset debtags` / `deps` build from <root>/debian-bookworm (not a folder named after the task)."""
+    root = tmp_path / "data"
+    write_debian_catalogue(root / DATASETS["debtags"].source)
+    tags = _manifest(build_named("debtags", tmp_path / "cache", root=root))
+    assert tags["task"] == "debtags" and tags["num_examples"] == 30
+    assert tags["label_names"] == ["t::0", "t::1", "t::2"]
+    deps = _manifest(build_named("deps", tmp_path / "cache", root=root))
+    assert deps["task"] == "deps" and deps["options"]["min_label_count"] == 20
+
+
+def test_a_built_name_is_reused_and_a_rare_variant_builds_its_base_first(tmp_path: Path):
+    root = tmp_path / "data"
+    write_debian_catalogue(root / "debian-bookworm")
+    first = build_named("debtags", tmp_path / "cache", root=root)
+    stamp = (first / "manifest.json").stat().st_mtime_ns
+    assert build_named("debtags", tmp_path / "cache", root=root) == first
+    assert (first / "manifest.json").stat().st_mtime_ns == stamp  # not rebuilt
+    rare = _manifest(build_named("debtags-R50", tmp_path / "cache", root=root))
+    assert rare["rare_variant"]["fraction"] == 0.5 and rare["rare_variant"]["k"] == 1  # ceil(0.2 * 3 labels)
+
+
+def test_any_other_folder_under_the_root_is_built_by_its_format(tmp_path: Path):
+    root = tmp_path / "data"
+    write_debian_catalogue(root / "my-apt-lists")
+    assert _manifest(build_named("my-apt-lists", tmp_path / "cache", root=root))["format"] == "debian"
+    assert "my-apt-lists" in known_names(root) and "debtags" in known_names(root)
+
+
+def test_unknown_or_missing_names_are_clear_errors(tmp_path: Path):
+    root = tmp_path / "data"
+    root.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"no folder .*nope.*known: synthetic, synthetic-sparse, yeast"):
+        build_named("nope", tmp_path / "cache", root=root)
+    with pytest.raises(FileNotFoundError, match=r"'yeast': no folder .*data/yeast"):
+        build_named("yeast", tmp_path / "cache", root=root)
+    with pytest.raises(FileNotFoundError, match=r"data root .* not found"):
+        build_named("yeast", tmp_path / "cache", root=tmp_path / "absent")
+
+
+def test_embedded_names_need_no_data_root(tmp_path: Path):
+    out = build_named("synthetic", tmp_path / "cache", root=tmp_path / "absent")
+    assert _manifest(out)["num_labels"] == 100
