@@ -12,11 +12,14 @@ validation split; TensorBoard logs in the model_run directory; the serving Saved
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import math
 import os
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -37,6 +40,19 @@ from serving.export import export_serving_model
 from serving.model_input import LABELS, model_input, multi_hot
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
+
+
+@contextlib.contextmanager
+def quiet_exhausted_input() -> Iterator[None]:
+    """Drop Keras 3's "Your input ran out of data" warning, a false alarm here.
+
+    Keras warns the first time a dataset of unknown cardinality (every TFRecordDataset) ends, even when it ends
+    exactly where it should (keras EpochIterator.catch_stop_iteration; tensorflow/tensorflow#62963): validation
+    and predict read each split to its end, and the training set holds exactly `steps_per_epoch` batches an epoch.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data", category=UserWarning)
+        yield
 
 
 def _files(patterns: list[str]) -> list[str]:
@@ -111,8 +127,9 @@ def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Da
     if start >= config.epochs:  # a resumed run that had finished training (or stopped early)
         checkpoint.finish_without_training(model, early)
         return {}
-    history = model.fit(train, validation_data=validation, epochs=config.epochs, initial_epoch=start,
-                        steps_per_epoch=steps, callbacks=callbacks, verbose=0)
+    with quiet_exhausted_input():
+        history = model.fit(train, validation_data=validation, epochs=config.epochs, initial_epoch=start,
+                            steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     return {k: [float(v) for v in vs] for k, vs in history.history.items()}
 
 
@@ -153,7 +170,8 @@ def run_fn(fn_args: Any) -> None:
                                                config.seed, start, config.epochs),
                   eval_dataset(val_files, parse, config.batch_size), steps, start, callbacks, early)
 
-    val_probs = np.asarray(model.predict(val_x, verbose=0))
+    with quiet_exhausted_input():
+        val_probs = np.asarray(model.predict(val_x, verbose=0))
     thresholds = tune_thresholds(val_probs, val_labels, mode=config.thresholds,
                                  min_positives=config.min_threshold_positives)
     names = stats.get("label_names") or [str(i) for i in range(num_labels)]

@@ -1,0 +1,34 @@
+"""pipeline.trainer_module: the pieces run_fn is made of that the pipeline tests do not single out."""
+
+from __future__ import annotations
+
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pipeline.trainer_module import quiet_exhausted_input
+
+
+def _unknown_cardinality(n: int) -> tf.data.Dataset:
+    """n batches of a dataset whose length tf.data cannot know (as a TFRecordDataset's)."""
+    data = tf.data.Dataset.range(n * 4).filter(lambda i: i >= 0).map(lambda i: tf.fill([3], tf.cast(i, tf.float32)))
+    return data.batch(4)
+
+
+def test_the_false_exhausted_input_warning_is_dropped_and_only_it():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    data = _unknown_cardinality(3)
+    assert data.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model.predict(data, verbose=0)  # reads the split to its end, as run_fn does
+    assert any("ran out of data" in str(w.message) for w in seen)  # what Keras says without the filter
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet_exhausted_input():
+            out = model.predict(_unknown_cardinality(3), verbose=0)
+            warnings.warn("another warning", UserWarning, stacklevel=1)
+    assert out.shape == (12, 1) and np.isfinite(out).all()
+    assert [str(w.message) for w in seen] == ["another warning"]
