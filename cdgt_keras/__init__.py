@@ -27,6 +27,7 @@ _LAZY = {
     "rarity_weights": "cdgt_keras.objectives",
     "tune_thresholds": "cdgt_keras.thresholds",
     "apply_thresholds": "cdgt_keras.thresholds",
+    "tuned_thresholds": "cdgt_keras.thresholds",
     "synthetic_dataset": "cdgt_keras.synthetic",
     "synthetic_splits": "cdgt_keras.synthetic",
     "MultiLabelData": "cdgt_keras.data",

@@ -27,7 +27,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "payoff": ("bce", "soft_f1", "focal", "asl", "weighted_bce"),
     "disagreement": ("kl", "js", "kl_clipped"),
     "beta_schedule": ("constant", "anneal"),
-    "thresholds": ("fixed", "global", "per_label", "grouped"),
+    "thresholds": ("fixed", "global", "per_label", "grouped", "shrunk"),
     "activation": ("relu", "gelu", "tanh", "swish"),
 }
 
@@ -121,6 +121,7 @@ class CDGTConfig:
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"
     min_threshold_positives: int = 5
+    threshold_prior: float = 10.0  # "shrunk": pseudo-positives of the pooled F1 curve in each label's own
     head_fraction: float = 0.2
     tail_fraction: float = 0.2
     psp_a: float = 0.55
@@ -178,6 +179,7 @@ class CDGTConfig:
         _check(self.vocabulary_size >= 2, "vocabulary_size", self.vocabulary_size, "an integer >= 2")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
+        _check(self.threshold_prior > 0, "threshold_prior", self.threshold_prior, "a number > 0")
         for name in ("head_fraction", "tail_fraction"):
             _check(0.0 < getattr(self, name) <= 1.0, name, getattr(self, name), "a number in (0, 1]")
         _check(self.head_fraction + self.tail_fraction <= 1.0, "head_fraction + tail_fraction",

@@ -15,7 +15,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 from cdgt_keras.labels import head_tail_split
 from cdgt_keras.metrics import propensities, report
-from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
+from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,7 @@ def predict_probs(model, data: MultiLabelData, batch_size: int) -> np.ndarray:
 def evaluate_probs(val_probs: np.ndarray, validation: MultiLabelData, test_probs: np.ndarray, test: MultiLabelData,
                    train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> Evaluation:
     """Tune thresholds on validation (SPEC §4), then report every metric on test, overall/head/tail (SPEC §7)."""
-    thresholds = tune_thresholds(val_probs, validation.labels, mode=config.thresholds,
-                                 min_positives=config.min_threshold_positives)
+    thresholds = tuned_thresholds(val_probs, validation.labels, config)
     head, tail = head_tail_split(train_counts / max(num_train, 1), config.head_fraction, config.tail_fraction)
     props = propensities(train_counts, num_train, a=config.psp_a, b=config.psp_b)
     result = report(test.labels, test_probs, apply_thresholds(test_probs, thresholds),

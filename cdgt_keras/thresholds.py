@@ -4,7 +4,10 @@ Modes: "fixed" (0.5), "global" (one tau maximising micro-F1), "per_label" (label
 `min_positives` positives get the tau maximising their own F1; the others keep the tuned global tau), "grouped"
 (as per_label, but the labels below `min_positives` share one tau maximising the micro-F1 pooled over those labels
 only: the global tau is tuned for the frequent labels that dominate micro-F1 and leaves rare labels, whose
-probabilities are small, never predicted).
+probabilities are small, never predicted), "shrunk" (every label gets the tau maximising its own F1 curve shrunk
+toward the pooled micro-F1 curve: (n_l F1_l(tau) + k F1_micro(tau)) / (n_l + k), n_l its validation positives, k =
+`prior_positives`; a label with few positives follows the global tau, a well-supported one its own, with no cliff
+at `min_positives`: per-label taus tuned on a few validation positives overfit, one global tau ignores the labels).
 Ties between candidate taus go to the highest one: the fewest predictions among equally good choices.
 
 Example:
@@ -15,10 +18,15 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
 
-MODES = ("fixed", "global", "per_label", "grouped")
+if TYPE_CHECKING:
+    from cdgt_keras.config import CDGTConfig
+
+MODES = ("fixed", "global", "per_label", "grouped", "shrunk")
 _CHUNK_ELEMENTS = 1 << 22
 
 
@@ -48,13 +56,17 @@ def tune_thresholds(
     mode: str = "per_label",
     min_positives: int = 5,
     grid: np.ndarray | None = None,
+    prior_positives: float = 10.0,
 ) -> np.ndarray:
     """Thresholds [L] (float32) for `mode`, tuned on (probs [n, L], 0/1 labels [n, L] dense or sparse).
 
     Candidates are `grid` (default 0.01..0.99), rounded to float32 so tuning and `apply_thresholds` agree.
+    `min_positives` is for per_label / grouped, `prior_positives` (k > 0) for shrunk.
     """
     if mode not in MODES:
         raise ValueError(f"unknown threshold mode {mode!r}; allowed: {', '.join(MODES)}")
+    if not prior_positives > 0:
+        raise ValueError(f"prior_positives must be > 0, got {prior_positives}")
     probs = np.asarray(probs)
     if probs.ndim != 2:
         raise ValueError(f"probs must be 2-D [n, L], got shape {probs.shape}")
@@ -86,7 +98,13 @@ def tune_thresholds(
         denom = t + p
         return np.divide(2.0 * tp, denom, out=np.zeros(tp.shape), where=denom > 0)
 
-    global_tau = _best(f1(true_pos.sum(0), positives.sum(), predicted.sum(0)), cand)
+    pooled = f1(true_pos.sum(0), positives.sum(), predicted.sum(0))
+    if mode == "shrunk":
+        own_f1 = f1(true_pos, positives[:, None], predicted)
+        support = positives[:, None].astype(np.float64)
+        return _best((support * own_f1 + prior_positives * pooled) / (support + prior_positives), cand).astype(
+            np.float32)
+    global_tau = _best(pooled, cand)
     taus = np.full(num_labels, global_tau, dtype=np.float64)
     if mode in ("per_label", "grouped"):
         own = positives >= min_positives
@@ -96,6 +114,12 @@ def tune_thresholds(
         if mode == "grouped" and positives[rest].sum() > 0:
             taus[rest] = _best(f1(true_pos[rest].sum(0), positives[rest].sum(), predicted[rest].sum(0)), cand)
     return taus.astype(np.float32)
+
+
+def tuned_thresholds(probs: np.ndarray, labels: np.ndarray | sp.spmatrix, config: CDGTConfig) -> np.ndarray:
+    """`tune_thresholds` with the config's rule: thresholds, min_threshold_positives, threshold_prior."""
+    return tune_thresholds(probs, labels, mode=config.thresholds, min_positives=config.min_threshold_positives,
+                           prior_positives=config.threshold_prior)
 
 
 def apply_thresholds(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from cdgt_keras import metrics as M
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
+from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
 
 
 def log_hparams(log_dir: str, config: CDGTConfig, trial_id: str) -> None:
@@ -119,7 +119,7 @@ class ValidationReport(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         probs = self.scores()
         cfg = self.config
-        self.thresholds = tune_thresholds(probs, self.labels, cfg.thresholds, cfg.min_threshold_positives)
+        self.thresholds = tuned_thresholds(probs, self.labels, cfg)
         pred = apply_thresholds(probs, self.thresholds)
         values = {"rare_f1": M.rare_f1(self.labels, pred, self.tail), "micro_f1": M.micro_f1(self.labels, pred),
                   "macro_f1": M.macro_f1(self.labels, pred)}

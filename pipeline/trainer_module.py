@@ -31,7 +31,7 @@ import tensorflow_transform as tft
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.model import CDGTModel
-from cdgt_keras.thresholds import tune_thresholds
+from cdgt_keras.thresholds import tuned_thresholds
 from components.label_stats_component import load_stats
 from pipeline import checkpoint
 from pipeline.callbacks import EpochLine, ValidationReport, log_hparams
@@ -172,8 +172,7 @@ def run_fn(fn_args: Any) -> None:
 
     with quiet_exhausted_input():
         val_probs = np.asarray(model.predict(val_x, verbose=0))
-    thresholds = tune_thresholds(val_probs, val_labels, mode=config.thresholds,
-                                 min_positives=config.min_threshold_positives)
+    thresholds = tuned_thresholds(val_probs, val_labels, config)
     names = stats.get("label_names") or [str(i) for i in range(num_labels)]
     export_serving_model(model, tft_output, fn_args.serving_model_dir, names, thresholds, feature_kind=kind,
                          input_width=width, metadata={"config": config.to_dict(), "epochs_run": len(

@@ -167,7 +167,7 @@ def _evaluate(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: n
 
 # Decision rules every run is also scored under, from the same probabilities (no retraining): a threshold rule
 # is compared like with like, the bar and every candidate under each.
-THRESHOLD_MODES = ("global", "per_label", "grouped")
+THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk")
 
 
 def _by_thresholds(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:

@@ -119,6 +119,30 @@ def test_matches_brute_force(seed):
     taus = tune_thresholds(probs, sp.csr_matrix(y), mode="per_label")
     np.testing.assert_array_equal(taus, expected)
     assert (y.sum(0) < 5).any() and (taus != tau_g).any()
+    for k in (0.5, 10.0, 40.0):  # shrunk: each label's F1 curve pulled toward the pooled one by k pseudo-positives
+        n_pos = y.sum(0)
+        shrunk = [best(np.array([(n_pos[j] * f1(yb[:, j], probs[:, j] > t) + k * m) / (n_pos[j] + k)
+                                 for t, m in zip(grid, micro)])) for j in range(num_labels)]
+        np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", prior_positives=k), shrunk, atol=1e-7)
+
+
+def test_shrunk_hand_case():
+    probs, y = _three_label_case()
+    # pooled micro-F1 per band (test_global_hand_case): [0.66, 0.95] 10/17, [0.26, 0.45] 20/27, [0.02, 0.05] 24/34.
+    # score = (n_l F1_l + k F1_micro) / (n_l + k).
+    # label 1 (2 positives, own F1 1 on [0.02, 0.05], 0 above 0.05), k = 10:
+    #   [0.02, 0.05]: (2 + 10·24/34) / 12 = 0.755 beats [0.26, 0.45]: (10·20/27) / 12 = 0.617 → 0.05
+    # label 2 (5 positives, own F1 1 on [0.66, 0.95], 10/15 below), k = 10:
+    #   [0.66, 0.95]: (5 + 10·10/17) / 15 = 0.725 beats [0.26, 0.45]: (5·10/15 + 10·20/27) / 15 = 0.716 → 0.95
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk"), [0.45, 0.05, 0.95], rtol=1e-6)
+    # k = 20: label 2 now follows the pool ((5 + 20·10/17)/25 = 0.671 < (5·10/15 + 20·20/27)/25 = 0.726 → 0.45);
+    # label 1 still its own ((2 + 20·24/34)/22 = 0.733 > (20·20/27)/22 = 0.673)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", prior_positives=20), [0.45, 0.05, 0.45],
+                               rtol=1e-6)
+    # k = 100: label 1 too ((2 + 100·24/34)/102 = 0.712 < (100·20/27)/102 = 0.726) → the global tau everywhere
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", prior_positives=100), 0.45, rtol=1e-6)
+    with pytest.raises(ValueError, match="prior_positives must be > 0"):
+        tune_thresholds(probs, y, mode="shrunk", prior_positives=0)
 
 
 def test_apply_thresholds_is_strict():
@@ -138,5 +162,5 @@ def test_tuning_uses_strict_inequality_on_grid_values():
 
 
 def test_invalid_mode():
-    with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label, grouped"):
+    with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label, grouped, shrunk"):
         tune_thresholds(np.zeros((2, 2)), np.zeros((2, 2)), mode="best")
