@@ -58,9 +58,10 @@ RESEARCH_SCREEN = (
 )
 # The game on the bar's own payoff (rarity-weighted BCE of the fused output) plus the log-scoring curiosity.
 _BG = f"{_LOGPOS},alpha=2,learning_rate=0.003,payoff=weighted_bce"
-# The finalist (index 2) is what preset "recommended" ships: the same game at the default step 1e-3.
-RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BG}]", f"cdgt[{_BG},n_players=1]",
-                  f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
+# The finalist (index 3, per-label thresholds) is what preset "recommended" (index 2) ships, with shrunk thresholds.
+_BGS = f"{_LOGPOS},alpha=2,payoff=weighted_bce"
+RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]", f"cdgt[{_BG}]",
+                  f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
 
 EXPERIMENTS: dict[str, Experiment] = {

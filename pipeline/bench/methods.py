@@ -10,7 +10,8 @@ Example:
     0.3
     >>> resolve("cdgt[alpha=0.5]").name
     'cdgt'
-    >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt]").name
+    >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt,"
+    ...         "thresholds=shrunk]").name
     'recommended'
 """
 
@@ -47,7 +48,8 @@ BASES: dict[str, Base] = {
     "rarity_bce": Base("the bar (SPEC 5a): N=1 BCE weighted by freq^-1/2", preset="rarity_bce"),
     "paper": Base("the paper's literal form (preset paper)", preset="paper"),
     "recommended": Base("CD-GTMLL, the shipped default (preset recommended: N=3, cyclic, rarity-weighted BCE payoff, "
-                        "alpha 2 x log-scoring curiosity on rare positives, beta 0)", preset="recommended"),
+                        "alpha 2 x log-scoring curiosity on rare positives, beta 0, shrunk thresholds)",
+                        preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "libmultilabel": Base("LibMultiLabel 0.10.0 linear one-vs-rest (LIBLINEAR)", kind="libmultilabel"),
 }

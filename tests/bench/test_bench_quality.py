@@ -96,8 +96,8 @@ def test_every_claim_has_a_verdict_without_results():
 # ------------------------------------------------------------------------------------------------ methods, report
 def test_method_names_are_canonical():
     assert resolve("cdgt[alpha=0.5]").name == "cdgt"  # the default value: the same run
-    assert resolve("cdgt[alpha=2,beta=0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt]").name \
-        == "recommended"  # exactly the preset's config: the preset's name
+    assert resolve("cdgt[alpha=2,beta=0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt,"
+                   "thresholds=shrunk]").name == "recommended"  # exactly the preset's config: the preset's name
     assert resolve("cdgt[beta=0.1,alpha=0.3]").name == "cdgt[alpha=0.3,beta=0.1]"
     assert resolve("cdgt[head_hidden=512:256]").config(seed=2).head_hidden == (512, 256)
     assert resolve("rarity_bce").config().n_players == 1
@@ -109,21 +109,24 @@ def test_method_names_are_canonical():
 
 
 def test_the_shipped_preset_is_the_benchmarked_finalist():
-    # the research grid wrote the finalist as explicit overrides; that config is exactly the shipped preset, so the
-    # name resolves to the preset's and the runs are shared
-    explicit = "cdgt[beta=0,correctness=log_positives,rarity=inverse_sqrt,alpha=2,payoff=weighted_bce]"
-    finalist = resolve(explicit)
-    assert finalist.name == "recommended" and finalist.overrides == ()
-    assert resolve("recommended").config(seed=0).to_dict() == {**CDGTConfig.preset("recommended").to_dict()}
-    assert CDGTConfig.preset("recommended").to_dict() == {
-        **CDGTConfig(alpha=2.0, beta=0.0, correctness="log_positives", rarity="inverse_sqrt",
-                     payoff="weighted_bce").to_dict(), "preset_name": "recommended"}
+    from pipeline.bench.experiments import RESEARCH_FINAL
+
+    # the research grid measured the finalist under explicit overrides (per-label thresholds); the shipped preset is
+    # exactly that config with shrunk thresholds, so that spelling resolves to the preset's name and shares its runs
+    finalist = resolve(RESEARCH_FINAL[3])
+    assert finalist.name.startswith("cdgt[") and finalist.config().thresholds == "per_label"
+    shipped = CDGTConfig.preset("recommended")
+    assert shipped == finalist.config().replace(thresholds="shrunk", threshold_prior=10.0)
+    explicit = ("cdgt[beta=0,correctness=log_positives,rarity=inverse_sqrt,alpha=2,payoff=weighted_bce,"
+                "thresholds=shrunk]")
+    assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
+    assert resolve("recommended").config(seed=0) == shipped
     # one override away from the preset is not the preset
     assert resolve(explicit.replace("alpha=2", "alpha=1")).name.startswith("cdgt[")
 
 
 def test_results_under_an_older_name_group_with_the_canonical_name(tmp_path):
-    old = "cdgt[alpha=2.0,beta=0.0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt]"
+    old = "cdgt[alpha=2.0,beta=0.0,correctness=log_positives,payoff=weighted_bce,rarity=inverse_sqrt,thresholds=shrunk]"
     write_json(tmp_path / "a.json", fake_result("d", old, 0, micro_f1=0.4))
     write_json(tmp_path / "b.json", fake_result("d", "recommended", 1, micro_f1=0.6))
     results = load_results(tmp_path)
@@ -190,3 +193,41 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
     run_lines = [line for line in second.splitlines() if line.startswith("[")]
     assert run_lines and all(line.endswith(": skipped") for line in run_lines), second
     assert [p.stat().st_mtime_ns for p in files] == stamps
+
+
+# ------------------------------------------------------------------------------------------------ threshold rules
+def test_threshold_rules_score_against_sklearn():
+    from sklearn.metrics import f1_score
+
+    from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
+    from pipeline.bench.threshold_rules import parse_rule, score_rules
+
+    rng = np.random.default_rng(0)
+    y_val, y_test = ((rng.random((n, 12)) < np.linspace(0.03, 0.5, 12)).astype(int) for n in (150, 120))
+    p_val, p_test = (np.clip(0.4 * y + 0.6 * rng.random(y.shape), 0, 1) for y in (y_val, y_test))
+    tail = np.array([0, 1, 2])
+    out = score_rules(p_val, y_val, p_test, y_test, tail, ("per_label:5", "shrunk:10", "global"))
+    pred = apply_thresholds(p_test, tune_thresholds(p_val, y_val, mode="shrunk", prior_positives=10))
+    assert out["shrunk:10"]["micro_f1"] == pytest.approx(f1_score(y_test, pred, average="micro"))
+    assert out["shrunk:10"]["macro_f1"] == pytest.approx(f1_score(y_test, pred, average="macro", zero_division=0))
+    assert out["shrunk:10"]["rare_f1"] == pytest.approx(f1_score(y_test[:, tail], pred[:, tail], average="micro"))
+    pred = apply_thresholds(p_test, tune_thresholds(p_val, y_val, mode="global"))
+    assert out["global"]["micro_f1"] == pytest.approx(f1_score(y_test, pred, average="micro"))
+    assert parse_rule("per_label:20") == ("per_label", 20.0)
+    with pytest.raises(ValueError, match="unknown threshold rule"):
+        parse_rule("best:3")
+
+
+def test_bench_thresholds_command_trains_scores_and_reuses(tmp_path, capsys):
+    from pipeline.cli import main
+
+    args = ["bench", "thresholds", "--datasets", "synthetic", "--seeds", "1", "--epochs", "2", "--rules",
+            "per_label:5,shrunk:10", "--output", str(tmp_path)]
+    assert main(args) == 0
+    written = list((tmp_path / "thresholds").glob("synthetic__recommended*__s0.json"))
+    assert len(written) == 1
+    first = capsys.readouterr().out
+    assert "| `shrunk:10` |" in first and "synthetic Micro / Macro / Rare" in first
+    stamp = written[0].stat().st_mtime_ns
+    assert main(args) == 0 and written[0].stat().st_mtime_ns == stamp  # reused, not retrained
+    assert capsys.readouterr().out.splitlines()[-2:] == first.splitlines()[-2:]

@@ -148,8 +148,9 @@ def test_default_preset_is_the_shipped_recommendation():
     cfg = CDGTConfig.preset("recommended")  # bench/REPORT.md, "Research: making the game pay off"
     assert (cfg.n_players, cfg.alpha, cfg.beta, cfg.correctness, cfg.rarity, cfg.payoff, cfg.learning_rate) == (
         3, 2.0, 0.0, "log_positives", "inverse_sqrt", "weighted_bce", 0.001)
-    # the paper preset and the dataclass defaults are untouched by it
-    assert CDGTConfig.preset("paper") == CDGTConfig()
+    assert (cfg.thresholds, cfg.threshold_prior) == ("shrunk", 10.0)
+    # the paper preset and the dataclass defaults are untouched by it (SPEC §4's per-label rule)
+    assert CDGTConfig.preset("paper") == CDGTConfig() and CDGTConfig().thresholds == "per_label"
 
 
 def test_command_line_preset_precedence(tmp_path):

@@ -1,0 +1,97 @@
+"""`cdgt bench thresholds`: decision rules compared on the same probabilities (SPEC §4 and beyond).
+
+One model per (data set, seed) of one method; its validation probabilities tune each rule's thresholds and the test
+split is scored under each: Micro-F1, Macro-F1 and Rare-F1. A rule is "mode" or "mode:k" (k = min_positives for
+per_label / grouped, prior_positives for shrunk). Results go to OUTPUT/thresholds/*.json, one per run, so a rerun
+only prints (the table is the mean over seeds, then over data sets).
+
+Example:
+    >>> parse_rule("shrunk:20")
+    ('shrunk', 20.0)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RULES = ("per_label:5", "per_label:10", "per_label:20", "global", "grouped:5", "shrunk:5", "shrunk:10", "shrunk:20",
+         "shrunk:50")
+METRICS = ("micro_f1", "macro_f1", "rare_f1")
+
+
+def parse_rule(rule: str) -> tuple[str, float | None]:
+    """("shrunk", 20.0) for "shrunk:20", ("global", None) for "global"; ValueError for an unknown mode."""
+    from cdgt_keras.thresholds import MODES
+
+    mode, _, k = rule.partition(":")
+    if mode not in MODES:
+        raise ValueError(f"unknown threshold rule {rule!r}; modes: {', '.join(MODES)} (optionally mode:k)")
+    return mode, float(k) if k else None
+
+
+def score_rules(val_probs: np.ndarray, val_labels: Any, test_probs: np.ndarray, test_labels: Any,
+                tail: np.ndarray, rules: tuple[str, ...] = RULES) -> dict[str, dict[str, float]]:
+    """{rule: {micro_f1, macro_f1, rare_f1}} on test, thresholds tuned on validation by each rule."""
+    from cdgt_keras import metrics as M
+    from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
+
+    out = {}
+    for rule in rules:
+        mode, k = parse_rule(rule)
+        options = {} if k is None else {"prior_positives": k} if mode == "shrunk" else {"min_positives": int(k)}
+        pred = apply_thresholds(test_probs, tune_thresholds(val_probs, val_labels, mode=mode, **options))
+        out[rule] = {"micro_f1": M.micro_f1(test_labels, pred), "macro_f1": M.macro_f1(test_labels, pred),
+                     "rare_f1": M.rare_f1(test_labels, pred, tail)}
+    return out
+
+
+def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[str, ...] = RULES,
+            epochs: int | None = None) -> dict[str, Any]:
+    """Train `method` on `dataset` with `seed` (or read the earlier result) and score every rule."""
+    from pipeline.bench.methods import resolve
+
+    resolved = resolve(method) if epochs is None else resolve(method).with_overrides(epochs=epochs)
+    name = resolved.name
+    path = out_dir / f"{dataset}__{name}__s{seed}.json"
+    if path.is_file():
+        cached = json.loads(path.read_text())
+        if set(rules) <= set(cached["rules"]):
+            return cached
+    import keras
+
+    from cdgt_keras.evaluation import predict_probs
+    from cdgt_keras.labels import head_tail_split, label_frequencies
+    from pipeline.bench.datasets import load_dataset
+    from pipeline.bench.runner import write_json
+    from pipeline.train import fit_model
+
+    data = load_dataset(dataset)
+    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
+    config = resolved.config(seed)
+    model, _, _ = fit_model(config, train, validation)
+    val_probs, test_probs = (predict_probs(model, s, config.batch_size) for s in (validation, test))
+    _, freq = label_frequencies(train.labels, train.num_labels)
+    _, tail = head_tail_split(freq, config.head_fraction, config.tail_fraction)
+    result = {"dataset": dataset, "method": name, "seed": seed, "config": config.to_dict(),
+              "rules": score_rules(val_probs, validation.labels, test_probs, test.labels, tail, rules)}
+    write_json(path, result)
+    del model
+    keras.backend.clear_session()
+    return result
+
+
+def table(results: list[dict[str, Any]], rules: tuple[str, ...] = RULES) -> str:
+    """Markdown: a row per rule, Micro / Macro / Rare-F1 (percent) per data set (mean over seeds) and their mean."""
+    datasets = sorted({r["dataset"] for r in results})
+    lines = ["| rule | " + " | ".join(f"{d} Micro / Macro / Rare" for d in datasets) + " | mean |",
+             "|---|" + "---|" * (len(datasets) + 1)]
+    for rule in rules:
+        per_set = [np.mean([[r["rules"][rule][m] for m in METRICS] for r in results if r["dataset"] == d], axis=0)
+                   * 100 for d in datasets]
+        cells = [" / ".join(f"{v:.1f}" for v in values) for values in [*per_set, np.mean(per_set, axis=0)]]
+        lines.append(f"| `{rule}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
