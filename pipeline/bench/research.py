@@ -118,7 +118,8 @@ def section_confirm(table: Table) -> list[str]:
     rows = _rows("research")
     datasets = [d for d in exp.datasets if any((d, r) in table for r in rows)]
     lines = ["### Confirmation (up to 3 seeds)", "",
-             "Mean ± std over the seeds shown (the seeds column); per-label thresholds (the harness default). "
+             "Mean ± std over the seeds shown (the seeds column); each row under its own config's threshold rule "
+             "(per_label, SPEC §4; `recommended`: shrunk). The verdicts below compare both sides under one rule. "
              "Δ = candidate − bar in points, means over each side's seeds. Two bars: `rarity_bce` at the default step "
              "1e-3 and `rarity_bce[learning_rate=0.003]`, which trains it within the same 20 epochs; the second is "
              "the fair one where it is higher.", ""]

@@ -141,7 +141,8 @@ def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     settings = (f"liblinear {LIBLINEAR_OPTIONS}" if spec.method.kind == "libmultilabel"
                 else f"Omikuji defaults (Parabel settings), beam {OMIKUJI_BEAM}")
     return {"config": {"peer": spec.method.kind, "settings": settings, "thresholds": config.thresholds,
-                       "min_threshold_positives": config.min_threshold_positives}, **body}
+                       "min_threshold_positives": config.min_threshold_positives,
+                       "threshold_prior": config.threshold_prior}, **body}
 
 
 def _evaluate(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:
