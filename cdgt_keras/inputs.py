@@ -17,7 +17,7 @@ import tensorflow as tf
 
 def to_sparse_tensor(matrix: sp.spmatrix, dtype: tf.DType = tf.float32) -> tf.SparseTensor:
     """A scipy-sparse matrix as a tf.SparseTensor (canonical row-major order)."""
-    coo = sp.coo_matrix(matrix)
+    coo = sp.coo_matrix(matrix, copy=True)  # sum_duplicates sorts in place: never the caller's arrays
     coo.sum_duplicates()
     indices = np.stack([coo.row, coo.col], axis=1).astype(np.int64)
     tensor = tf.SparseTensor(indices, tf.constant(coo.data, dtype=dtype), dense_shape=coo.shape)

@@ -73,7 +73,7 @@ def tune_thresholds(
     n, num_labels = probs.shape
     if mode == "fixed":
         return np.full(num_labels, 0.5, dtype=np.float32)
-    truth = sp.csr_matrix(labels) if sp.issparse(labels) else sp.csr_matrix(np.asarray(labels) != 0)
+    truth = sp.csr_matrix(labels, copy=True) if sp.issparse(labels) else sp.csr_matrix(np.asarray(labels) != 0)
     if truth.shape != probs.shape:
         raise ValueError(f"labels {truth.shape} and probs {probs.shape} differ in shape")
     truth.data = truth.data != 0

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 from pipeline.datasets import DATASETS, build_named, data_root, parse_name
@@ -45,13 +48,29 @@ _LOADED: dict[tuple[str, str], BenchData] = {}
 
 
 def load_dataset(name: str, root: Path | None = None, cache_dir: Path | None = None) -> BenchData:
-    """Splits of `name` (built on first use, cached in memory for the rest of the process)."""
+    """Splits of `name` (built on first use, cached in memory for the rest of the process).
+
+    The cached arrays are read-only: every run of a process shares them, and a method that changed them in place
+    would silently change the data of the runs after it (it raises instead).
+    """
     root = Path(root) if root else data_root()
     cache_dir = Path(cache_dir) if cache_dir else REPO / "runs" / "bench-data"
     key = (name, str(cache_dir))
     if key not in _LOADED:
-        _LOADED[key] = _synthetic() if name == "synthetic" else _built(name, root, cache_dir)
+        data = _synthetic() if name == "synthetic" else _built(name, root, cache_dir)
+        for split in data.splits.values():
+            freeze(split.features)
+            freeze(split.labels)
+        _LOADED[key] = data
     return _LOADED[key]
+
+
+def freeze(matrix: Any) -> None:
+    """Make a numpy array or a scipy sparse matrix read-only in place (its data, indices and indptr)."""
+    parts = [getattr(matrix, a) for a in ("data", "indices", "indptr") if hasattr(matrix, a)]
+    for array in parts if sp.issparse(matrix) else [matrix]:
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
 
 
 def _built(name: str, root: Path, cache_dir: Path) -> BenchData:

@@ -66,7 +66,9 @@ def fit_predict(kind: str, splits: dict[str, MultiLabelData]) -> PeerOutput:
 
 
 def _csr(features: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
-    m = sp.csr_matrix(features, dtype=np.float64)
+    """A float64 csr copy with sorted indices. A copy: a dtype change copies only `data`, and sorting in place
+    would then permute the shared `indices` of the caller's matrix under its unsorted values."""
+    m = sp.csr_matrix(features, dtype=np.float64, copy=True)
     m.sort_indices()
     return m
 

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from cdgt_keras.config import CDGTConfig
 from pipeline.bench.aggregate import aggregate
@@ -231,3 +232,36 @@ def test_bench_thresholds_command_trains_scores_and_reuses(tmp_path, capsys):
     stamp = written[0].stat().st_mtime_ns
     assert main(args) == 0 and written[0].stat().st_mtime_ns == stamp  # reused, not retrained
     assert capsys.readouterr().out.splitlines()[-2:] == first.splitlines()[-2:]
+
+
+# ------------------------------------------------------------------------------------------------ shared data
+def _unsorted_csr() -> sp.csr_matrix:
+    """A float32 csr whose rows list their columns out of order (as TF-IDF output does)."""
+    x = sp.csr_matrix((np.array([0.5, 0.25, 1.0, 2.0], np.float32), np.array([3, 1, 2, 0]), np.array([0, 2, 4])),
+                      shape=(2, 4))
+    assert not x.has_sorted_indices
+    return x
+
+
+def test_peer_input_conversion_leaves_the_shared_features_alone():
+    """Regression: a float64 conversion copied only `data`; sorting then permuted the caller's `indices` under its
+    unsorted values, so every later run of the process trained on scrambled text features."""
+    from pipeline.bench.peers import _csr
+
+    x = _unsorted_csr()
+    before = x.toarray()
+    converted = _csr(x)
+    assert converted.has_sorted_indices and (converted.toarray() == before).all()
+    assert (x.toarray() == before).all() and x.indices.tolist() == [3, 1, 2, 0]
+
+
+def test_cached_bench_data_is_read_only():
+    from pipeline.bench.datasets import freeze
+
+    x, labels = _unsorted_csr(), np.eye(2, dtype=np.uint8)
+    freeze(x)
+    freeze(labels)
+    with pytest.raises(ValueError, match="read-only"):
+        x.sort_indices()
+    with pytest.raises(ValueError, match="read-only"):
+        labels[0, 0] = 0
