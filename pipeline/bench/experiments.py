@@ -1,7 +1,7 @@
 """The named experiment grids (the paper's tables re-run, plus extra rows) and the two profiles.
 
 An experiment is a list of data sets and a list of method names (pipeline.bench.methods); runs are shared
-between experiments (the defaults' run on bibtex serves `main`, every `sensitivity_*` and `extras`).
+between experiments (the `cdgt` run on bibtex serves `main`, every `sensitivity_*` and `extras`).
 
 Example:
     >>> [s.method.name for s in expand(EXPERIMENTS["sensitivity_alpha"], datasets=["yeast"], seeds=1)][:2]
@@ -91,7 +91,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ("bibtex",), tuple(f"cdgt[{FIXED_EPOCHS},n_players={n},schedule={s}]"
                            for s in ("cyclic", "simultaneous") for n in (1, 3, 5)), seeds=1),
     "extras": Experiment(
-        "Beyond the paper", "one change at a time on top of the defaults", ("bibtex", "corel5k"),
+        "Beyond the paper", "one change at a time on top of the paper's form (`cdgt`)", ("bibtex", "corel5k"),
         ("cdgt", "rarity_bce", "cdgt[rarity=inverse_sqrt]", "cdgt[rarity=inverse]", "cdgt[correctness=positives]",
          "cdgt[disagreement=js]", "cdgt[disagreement=kl_clipped]", "cdgt[beta_schedule=anneal]",
          "cdgt[head_hidden=]", "cdgt[shared_encoder=false]")),

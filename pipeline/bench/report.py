@@ -178,7 +178,7 @@ def section_rows(table: Table, experiment: str, columns: list[tuple[str, str]]) 
 
 
 def section_specialisation(results: list[dict[str, Any]]) -> list[str]:
-    lines = ["## Player specialisation (CD-GTMLL defaults, N=3)", "",
+    lines = ["## Player specialisation (the paper's form, `cdgt`, N=3)", "",
              "Each player's micro-F1 on L_i ∩ L_H and L_i ∩ L_T at the tuned thresholds, and its rank among the "
              "players covering such labels (1 = best), mean over seeds.", ""]
     datasets = sorted({r["dataset"]["name"] for r in results if r["method"].get("row") == "cdgt"})
