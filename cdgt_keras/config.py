@@ -101,6 +101,15 @@ class CDGTConfig:
     # "all" / "tail": every player / every player but the head player (player 1) adds a linear map of the raw
     # input to its logits (wide & deep), which can memorise rare keyword -> label links.
     wide: str = "none"
+    # The wide parts' learning rate (0: the player's). A linear map of L2-normalised sparse rows needs weights far
+    # larger than a hidden layer's, so it wants a larger step than the deep parts.
+    wide_learning_rate: float = 0.0
+    # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
+    # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).
+    prior_bias: bool = False
+    # Logit adjustment (Menon et al. 2021): the training loss sees each player's logits shifted by
+    # tau * log(freq), the served scores are the unshifted ones, so a rare label scores higher than its prior.
+    logit_adjustment: float = 0.0
     dropout: float = 0.2
     activation: str = "relu"
     # Text features (TF-IDF fitted on the training split; cdgt_keras/text.py): the vocabulary holds the
@@ -161,6 +170,7 @@ class CDGTConfig:
         _check(0.0 < self.core_weight <= 1.0, "core_weight", self.core_weight, "a number in (0, 1]")
         _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
+        _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(
             len(self.player_learning_rates) in (0, self.n_players) and all(r > 0 for r in self.player_learning_rates),
             "player_learning_rates", self.player_learning_rates,
@@ -177,6 +187,7 @@ class CDGTConfig:
         _check(1 <= self.text_ngrams <= 3, "text_ngrams", self.text_ngrams, "1, 2 or 3")
         _check(self.text_min_df >= 1, "text_min_df", self.text_min_df, "an integer >= 1")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
+        _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
         _check(self.threshold_prior > 0, "threshold_prior", self.threshold_prior, "a number > 0")
         for name in ("head_fraction", "tail_fraction"):

@@ -15,18 +15,20 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 
 from cdgt_keras.sparse import SparseDense
 
 
 class MLP(keras.layers.Layer):
-    """Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear output layer.
+    """Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear output layer (its bias
+    starts at `output_bias` [output_units] when given, else 0).
 
     With no hidden sizes and no output layer it is the identity (already-encoded features).
     """
 
     def __init__(self, hidden: tuple[int, ...], *, activation: str, dropout: float,
-                 output_units: int | None = None, **kwargs: Any):
+                 output_units: int | None = None, output_bias: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.blocks: list[keras.layers.Layer] = []
         for k, units in enumerate(hidden):
@@ -34,7 +36,8 @@ class MLP(keras.layers.Layer):
             if dropout > 0:
                 self.blocks.append(keras.layers.Dropout(dropout, name=f"{self.name}_dropout_{k}"))
         if output_units is not None:
-            self.blocks.append(SparseDense(output_units, name=f"{self.name}_logits"))
+            init = "zeros" if output_bias is None else keras.initializers.Constant(np.asarray(output_bias, "float32"))
+            self.blocks.append(SparseDense(output_units, bias_initializer=init, name=f"{self.name}_logits"))
 
     @property
     def layers(self) -> list[keras.layers.Layer]:

@@ -46,10 +46,17 @@ class CDGTModel(keras.Model):
             if cfg.shared_encoder else None
         self.player_encoders = [] if cfg.shared_encoder else [
             MLP(cfg.encoder_hidden, activation=act, dropout=drop, name=f"player{i + 1}_encoder") for i in range(n)]
+        bias = _prior_odds(self.label_freq) if cfg.prior_bias else np.zeros(self.label_freq.size, np.float32)
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
-                          name=f"player{i + 1}_head") for i, labels in enumerate(self.layout.player_labels)]
-        self.wide = [SparseDense(int(labels.size), name=f"player{i + 1}_wide") if _is_wide(cfg, i) else None
+                          output_bias=bias[labels], name=f"player{i + 1}_head")
+                      for i, labels in enumerate(self.layout.player_labels)]
+        self.wide = [SparseDense(int(labels.size), use_bias=False, kernel_initializer="zeros",
+                                 name=f"player{i + 1}_wide") if _is_wide(cfg, i) else None
                      for i, labels in enumerate(self.layout.player_labels)]
+        # The wide part's logits are scale * (x @ V): under Adam, whose step ignores a gradient's scale, V moving
+        # by the player's step moves the map by scale times it, i.e. the wide part learns at `wide_learning_rate`.
+        self.wide_scale = [cfg.wide_learning_rate / cfg.player_learning_rate(i) if cfg.wide_learning_rate else 1.0
+                           for i in range(cfg.n_players)]
         self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
                                   for i in range(n)]
@@ -62,6 +69,9 @@ class CDGTModel(keras.Model):
         """Constant tensors of the game: rarity weights, label blocks, overlap and peer tables."""
         lay = self.layout
         self.rarity_w = tf.constant(obj.rarity_weights(self.label_freq, cfg.rarity, cfg.rarity_clip))
+        log_prior = np.log(_floored(self.label_freq))
+        self.logit_shift = [tf.constant((cfg.logit_adjustment * log_prior[p]).astype(np.float32))
+                            for p in lay.player_labels]
         self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in lay.player_labels]
         self.overlap_pos = [tf.constant(p, dtype=tf.int32) for p in lay.overlap_positions]
         self.peer_idx = [tf.constant(p) for p in lay.peer_index]
@@ -132,12 +142,16 @@ class CDGTModel(keras.Model):
         return [encoder(x, training=training) for encoder in self.player_encoders]
 
     def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False) -> tf.Tensor:
-        """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|]."""
+        """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|].
+
+        In training the logits carry the logit adjustment tau * log(freq) (0 unless `logit_adjustment`)."""
         logits = self.heads[i](context, training=training)
         if self.wide[i] is not None:
             if x is None:
                 raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
-            logits = logits + self.wide[i](x)
+            logits = logits + self.wide_scale[i] * self.wide[i](x)
+        if training and self.cdgt_config.logit_adjustment > 0:
+            logits = logits + self.logit_shift[i]
         return tf.sigmoid(logits)
 
     def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
@@ -267,6 +281,19 @@ class CDGTModel(keras.Model):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CDGTModel:
         return cls(**config)
+
+
+def _floored(freq: np.ndarray) -> np.ndarray:
+    """Label frequencies with a label never seen counted as half as frequent as the rarest seen one."""
+    positive = freq[freq > 0]
+    return np.maximum(freq, positive.min() / 2 if positive.size else 1e-6)
+
+
+def _prior_odds(freq: np.ndarray) -> np.ndarray:
+    """log(freq / (1 - freq)) per label (frequencies floored as `_floored`, capped at 1/2): the output biases
+    under which every label starts at its training frequency."""
+    f = np.minimum(_floored(freq), 0.5)
+    return np.log(f / (1.0 - f)).astype(np.float32)
 
 
 def _is_wide(config: CDGTConfig, player: int) -> bool:
