@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdgt_keras.labels import core_labels, head_tail_split, label_order, partition_labels
+from cdgt_keras.labels import core_labels, label_order, partition_labels
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,3 @@ class PlayerLayout:
             peer_mask=peer_mask,
             upper_half=upper,
         )
-
-
-def head_tail_masks(freq: np.ndarray, head_fraction: float, tail_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """Boolean [L] masks of the head and tail label sets (SPEC §1)."""
-    head, tail = head_tail_split(freq, head_fraction, tail_fraction)
-    head_mask = np.zeros(len(freq), dtype=bool)
-    tail_mask = np.zeros(len(freq), dtype=bool)
-    head_mask[head] = True
-    tail_mask[tail] = True
-    return head_mask, tail_mask

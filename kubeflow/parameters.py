@@ -74,8 +74,3 @@ def trainer_value(compiled: str, overrides: list[str]) -> str:
                          "recompile with `cdgt kubeflow compile --set ...` instead")
     custom["cdgt"] = after.to_dict()
     return json.dumps(custom, sort_keys=True)
-
-
-def compiled_defaults(job: dict[str, Any]) -> dict[str, Any]:
-    """{parameter: default} of a compiled PipelineJob dict (runtimeConfig.parameterValues)."""
-    return dict(job.get("runtimeConfig", {}).get("parameterValues", {}))

@@ -186,8 +186,3 @@ def section_research(table: Table, results: list[dict[str, Any]] | None = None, 
         return []  # the grid and its reading go together (the earlier grid is in bench/archive/old-features/)
     lines = ["## Research: making the game pay off", "", notes.strip(), ""]
     return lines + section_screen(table, results) + section_confirm(table) + section_thresholds(table)
-
-
-def research_rows() -> list[Any]:
-    """The rows this section reads (for the report's method list)."""
-    return sorted(set(_rows("research_screen")) | set(_rows("research")))
