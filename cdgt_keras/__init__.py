@@ -25,6 +25,8 @@ _LAZY = {
     "PlayerLayout": "cdgt_keras.layout",
     "Fusion": "cdgt_keras.fusion",
     "fusion_weights": "cdgt_keras.fusion",
+    "Game": "cdgt_keras.game",
+    "GameTerms": "cdgt_keras.game",
     "rarity_weights": "cdgt_keras.objectives",
     "tune_thresholds": "cdgt_keras.thresholds",
     "apply_thresholds": "cdgt_keras.thresholds",

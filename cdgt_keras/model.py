@@ -18,11 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
-from cdgt_keras.fusion import Fusion, flatten_players
+from cdgt_keras.fusion import Fusion
+from cdgt_keras.game import Game, GameTerms
 from cdgt_keras.layout import PlayerLayout
 from cdgt_keras.sparse import LazyAdam, SparseDense
 
@@ -66,18 +66,11 @@ class CDGTModel(keras.Model):
 
     # ------------------------------------------------------------------------------------------ structure
     def _tables(self, cfg: CDGTConfig) -> None:
-        """Constant tensors of the game: rarity weights, label blocks, overlap and peer tables."""
-        lay = self.layout
-        self.rarity_w = tf.constant(obj.rarity_weights(self.label_freq, cfg.rarity, cfg.rarity_clip))
+        """The game (its constant tables) and the logit adjustment's per-player shifts."""
+        self.rules = Game(cfg, self.layout, self.label_freq)
         log_prior = np.log(_floored(self.label_freq))
         self.logit_shift = [tf.constant((cfg.logit_adjustment * log_prior[p]).astype(np.float32))
-                            for p in lay.player_labels]
-        self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in lay.player_labels]
-        self.overlap_pos = [tf.constant(p, dtype=tf.int32) for p in lay.overlap_positions]
-        self.peer_idx = [tf.constant(p) for p in lay.peer_index]
-        self.peer_msk = [tf.constant(p) for p in lay.peer_mask]
-        upper = [lay.upper_half[labels] for labels in lay.overlap_labels]
-        self.overlap_upper = tf.constant(np.concatenate(upper).astype(np.float32) if upper else np.zeros(0, np.float32))
+                            for p in self.layout.player_labels]
 
     def _trackers(self, n: int) -> None:
         names = ["loss", "payoff", "potential", "kl_head", "kl_tail"]
@@ -170,66 +163,20 @@ class CDGTModel(keras.Model):
         total = tf.convert_to_tensor(self.beta_anneal_steps)
         return tf.where(total > 0, beta * tf.maximum(0.0, 1.0 - step / tf.maximum(total, 1.0)), beta)
 
-    def payoff(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
-        cfg = self.cdgt_config
-        return obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
-                          asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
-
-    def curiosity_parts(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
-                        peer_flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Player i's rarity part, disagreement part (before beta), and per-label D values [B, |O_i|]."""
-        cfg, L = self.cdgt_config, self.num_labels
-        weighted = obj.correctness(y, fused, cfg.correctness) * self.rarity_w
-        rarity = obj.rarity_part(weighted, self.player_label_ids[i], L)
-        own = tf.gather(probs[i], self.overlap_pos[i], axis=1)
-        peers = obj.peer_mean(peer_flat, self.peer_idx[i], self.peer_msk[i])
-        values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
-        return rarity, obj.disagreement_part(values, L), (own, peers)
-
     def player_objective(self, i: int, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor],
                          beta: tf.Tensor) -> tf.Tensor:
         """J_i = R + alpha * C_i with every other player's output held fixed (SPEC §5)."""
         fixed = [p if j == i else tf.stop_gradient(p) for j, p in enumerate(probs)]
         ctx = [c if j == i else tf.stop_gradient(c) for j, c in enumerate(contexts)]
-        fused = self.fusion(fixed, ctx)
-        value = self.payoff(y, fused)
-        if self.cdgt_config.alpha > 0:
-            rarity, dis, _ = self.curiosity_parts(i, y, fused, fixed, flatten_players(fixed))
-            value += self.cdgt_config.alpha * (rarity + beta * dis)
-        return value
+        return self.rules.player_objective(i, y, self.fusion(fixed, ctx), fixed, beta)
 
-    def game(self, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor],
-             beta: tf.Tensor) -> dict[str, Any]:
-        """Every term of the game at the given outputs, differentiable everywhere: R, each C_i (rarity and
-        disagreement parts), Phi = R + alpha * sum_i C_i, each J_i, and the KL diagnostics."""
-        fused = self.fusion(probs, contexts)
-        R = self.payoff(y, fused)
-        flat = flatten_players(probs)
-        out: dict[str, Any] = {"payoff": R, "rarity": [], "disagreement": [], "curiosity": [], "objective": []}
-        pairs = []
-        for i in range(self.cdgt_config.n_players):
-            rarity, dis, pair = self.curiosity_parts(i, y, fused, probs, flat)
-            curiosity = rarity + beta * dis
-            out["rarity"].append(rarity)
-            out["disagreement"].append(dis)
-            out["curiosity"].append(curiosity)
-            out["objective"].append(R + self.cdgt_config.alpha * curiosity)
-            pairs.append(pair)
-        out["potential"] = R + self.cdgt_config.alpha * tf.add_n(out["curiosity"])
-        kl = tf.concat([obj.bernoulli_kl(own, peers) for own, peers in pairs], axis=1)  # [B, sum |O_i|]
-        out["kl_head"] = _masked_mean(kl, self.overlap_upper)
-        out["kl_tail"] = _masked_mean(kl, 1.0 - self.overlap_upper)
-        return out
+    def game(self, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
+        """Every term of the game at the given outputs (cdgt_keras.game.GameTerms), differentiable everywhere."""
+        return self.rules.terms(y, self.fusion(probs, contexts), probs, beta)
 
-    def record(self, terms: dict[str, Any], batch_size: tf.Tensor) -> dict[str, tf.Tensor]:
+    def record(self, terms: GameTerms, batch_size: tf.Tensor) -> dict[str, tf.Tensor]:
         """Update the step metrics (global means under tf.distribute) and return their values."""
-        values = {"loss": -terms["potential"], "payoff": terms["payoff"], "potential": terms["potential"],
-                  "kl_head": terms["kl_head"], "kl_tail": terms["kl_tail"]}
-        for i in range(self.cdgt_config.n_players):
-            values[f"player{i + 1}_loss"] = -terms["objective"][i]
-            values[f"player{i + 1}_curiosity"] = terms["curiosity"][i]
-            values[f"player{i + 1}_rarity"] = terms["rarity"][i]
-            values[f"player{i + 1}_disagreement"] = terms["disagreement"][i]
+        values = terms.logged()
         for name, value in values.items():
             self.trackers[name].update_state(value, sample_weight=batch_size)
         results = {name: tracker.result() for name, tracker in self.trackers.items()}
@@ -299,10 +246,3 @@ def _prior_odds(freq: np.ndarray) -> np.ndarray:
 def _is_wide(config: CDGTConfig, player: int) -> bool:
     """Whether player `player` (0-based) has a wide (linear on the raw input) part: `wide` all, or tail = not 0."""
     return config.wide == "all" or (config.wide == "tail" and player > 0)
-
-
-def _masked_mean(values: tf.Tensor, column_mask: tf.Tensor) -> tf.Tensor:
-    """Mean of values [B, C] over the columns where column_mask [C] is 1 (0 when none)."""
-    total = tf.reduce_sum(values * column_mask)
-    count = tf.reduce_sum(column_mask) * tf.cast(tf.shape(values)[0], tf.float32)
-    return tf.math.divide_no_nan(total, count)

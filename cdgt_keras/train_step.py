@@ -59,7 +59,7 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
         contexts = model.contexts(x, training=True)  # the encoder runs once
         probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
         terms = model.game(y, probs, contexts, beta)
-        shared_loss = -terms["potential"] * scale
+        shared_loss = -terms.potential * scale
     shared_grads = shared_tape.gradient(shared_loss, shared) if shared else []
     fixed_ctx = [tf.stop_gradient(c) for c in contexts]
     probs = [tf.stop_gradient(p) for p in probs]
@@ -93,7 +93,7 @@ def simultaneous_gradients(model: CDGTModel, x: Any, y: tf.Tensor) -> tuple[list
         probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
         players_loss = -tf.add_n([model.player_objective(i, y, probs, contexts, beta) for i in range(n)]) * scale
         terms = model.game(y, probs, contexts, beta)
-        shared_loss = -terms["potential"] * scale
+        shared_loss = -terms.potential * scale
     groups = [model.player_variables(i) for i in range(n)]
     flat = tape.gradient(players_loss, [v for group in groups for v in group])
     player_grads, start = [], 0

@@ -73,7 +73,7 @@ def profile_road(data: Any, config: CDGTConfig, batches: int, dense: bool) -> di
         with tf.GradientTape() as tape:
             contexts = model.contexts(x, training=True)
             probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
-            loss = -model.game(y, probs, contexts, model.beta_now())["potential"]
+            loss = -model.game(y, probs, contexts, model.beta_now()).potential
         return tape.gradient(loss, model.trainable_variables)
 
     @tf.function(reduce_retracing=True)

@@ -144,17 +144,17 @@ def _game(built=True, **changes):
 
 
 def _check(model, out, rarity, disagreement):
-    assert float(out["payoff"]) == pytest.approx(R, abs=1e-5)
+    assert float(out.payoff) == pytest.approx(R, abs=1e-5)
     curiosity = [r + 0.2 * d for r, d in zip(rarity, disagreement)]
     for i in range(2):
-        assert float(out["rarity"][i]) == pytest.approx(rarity[i], abs=1e-5)
-        assert float(out["disagreement"][i]) == pytest.approx(disagreement[i], abs=1e-5)
-        assert float(out["curiosity"][i]) == pytest.approx(curiosity[i], abs=1e-5)
-        assert float(out["objective"][i]) == pytest.approx(R + 0.5 * curiosity[i], abs=1e-5)
+        assert float(out.rarity[i]) == pytest.approx(rarity[i], abs=1e-5)
+        assert float(out.disagreement[i]) == pytest.approx(disagreement[i], abs=1e-5)
+        assert float(out.curiosity[i]) == pytest.approx(curiosity[i], abs=1e-5)
+        assert float(out.objective[i]) == pytest.approx(R + 0.5 * curiosity[i], abs=1e-5)
         # J_i from the player's own objective (stop-gradient on the peer) has the same value
         value = model.player_objective(i, GY, GP, GC, tf.constant(0.2))
         assert float(value) == pytest.approx(R + 0.5 * curiosity[i], abs=1e-5)
-    assert float(out["potential"]) == pytest.approx(R + 0.5 * sum(curiosity), abs=1e-5)
+    assert float(out.potential) == pytest.approx(R + 0.5 * sum(curiosity), abs=1e-5)
 
 
 def test_game_on_an_unbuilt_model():
@@ -169,8 +169,8 @@ def test_game_hand_case():
     model, out = _game()
     _check(model, out, [0.368536, 0.389180], [(KL_68 + KL_31) / 6, (KL_86 + KL_13) / 6])
     # kl diagnostics: labels 0-2 are the upper half of the order; overlap label 2 upper, 3 lower
-    assert float(out["kl_head"]) == pytest.approx((KL_68 + KL_86) / 2, abs=1e-5)  # 0.098083
-    assert float(out["kl_tail"]) == pytest.approx((KL_31 + KL_13) / 2, abs=1e-5)  # 0.134993
+    assert float(out.kl_head) == pytest.approx((KL_68 + KL_86) / 2, abs=1e-5)  # 0.098083
+    assert float(out.kl_tail) == pytest.approx((KL_31 + KL_13) / 2, abs=1e-5)  # 0.134993
 
 
 def test_game_positives_only():
@@ -185,7 +185,7 @@ def test_game_js():
     # = 0.032429; JS is symmetric, so both players get (0.024157 + 0.032429) / 6 = 0.009431
     model, out = _game(disagreement="js")
     _check(model, out, [0.368536, 0.389180], [0.009431, 0.009431])
-    assert float(out["kl_head"]) == pytest.approx((KL_68 + KL_86) / 2, abs=1e-5)  # diagnostics stay KL
+    assert float(out.kl_head) == pytest.approx((KL_68 + KL_86) / 2, abs=1e-5)  # diagnostics stay KL
 
 
 def test_game_kl_clipped():
@@ -198,6 +198,6 @@ def test_game_kl_clipped():
 def test_game_alpha_zero_is_the_payoff():
     model, out = _game(alpha=0.0)
     for i in range(2):
-        assert float(out["objective"][i]) == pytest.approx(R, abs=1e-6)
+        assert float(out.objective[i]) == pytest.approx(R, abs=1e-6)
         assert float(model.player_objective(i, GY, GP, GC, tf.constant(0.2))) == pytest.approx(R, abs=1e-6)
-    assert float(out["potential"]) == pytest.approx(R, abs=1e-6)
+    assert float(out.potential) == pytest.approx(R, abs=1e-6)

@@ -50,7 +50,7 @@ def _independent_objective_gradient(model: CDGTModel, i: int, x, y) -> list[tf.T
             ctx[i] = model.player_encoders[i](x, training=True)
         live = list(probs)
         live[i] = model.player_probs(i, ctx[i], training=True)
-        value = model.game(y, live, ctx, model.beta_now())["objective"][i]
+        value = model.game(y, live, ctx, model.beta_now()).objective[i]
     return tape.gradient(value, model.player_variables(i))
 
 
@@ -59,7 +59,7 @@ def _potential_gradient(model: CDGTModel, x, y) -> list[tf.Tensor]:
     with tf.GradientTape() as tape:
         contexts = model.contexts(x, training=True)
         probs = [model.player_probs(i, c, training=True) for i, c in enumerate(contexts)]
-        loss = -model.game(y, probs, contexts, model.beta_now())["potential"]
+        loss = -model.game(y, probs, contexts, model.beta_now()).potential
     return tape.gradient(loss, model.shared_variables())
 
 
@@ -87,7 +87,7 @@ def test_simultaneous_gradients_equal_separate_tapes(fusion: str, shared_encoder
     with tf.GradientTape() as tape:
         contexts = model.contexts(x, training=True)
         probs = [model.player_probs(i, c, training=True) for i, c in enumerate(contexts)]
-        naive = -tf.add_n(model.game(y, probs, contexts, model.beta_now())["objective"])
+        naive = -tf.add_n(model.game(y, probs, contexts, model.beta_now()).objective)
     wrong = tape.gradient(naive, model.player_variables(1))
     assert _max_abs([g.numpy() for g in player_grads[1]], [g.numpy() for g in wrong]) > 1e-4
     shared = model.shared_variables()
@@ -132,7 +132,7 @@ def test_cyclic_players_see_earlier_updates_and_encoder_uses_start_gradient(fusi
         var.assign(value)  # restore the start parameters
 
     terms = steps.cyclic_step(model, x, y)
-    assert np.isfinite(float(terms["potential"]))
+    assert np.isfinite(float(terms.potential))
     for i in range(3):
         change = [a - b for a, b in zip(_values(players[i]), start_players[i])]
         assert _max_abs(change, [lr * g for g in sequential[i]]) < 1e-6, f"player {i + 1}"

@@ -1,0 +1,114 @@
+"""The game of CD-GTMLL (SPEC §5) as one object built from the config: the payoff R of the fused prediction, each
+player's curiosity C_i (rarity part + beta * disagreement part), its objective J_i = R + alpha * C_i, and the
+potential Phi = R + alpha * sum_i C_i. A new payoff or curiosity form is a change to `cdgt_keras/objectives.py`
+(the formula) and this module (where it enters the game); the model only fuses the players' outputs.
+
+Example:
+    >>> import numpy as np, tensorflow as tf
+    >>> layout = PlayerLayout.from_frequencies(np.array([0.5, 0.3, 0.1, 0.05]), n_players=2, overlap=0.0)
+    >>> game = Game(CDGTConfig(n_players=2, overlap=0.0, alpha=0.5), layout, np.array([0.5, 0.3, 0.1, 0.05]))
+    >>> y = tf.constant([[1.0, 0.0, 0.0, 1.0]])
+    >>> probs = [tf.constant([[0.9, 0.2]]), tf.constant([[0.1, 0.6]])]
+    >>> terms = game.terms(y, tf.concat(probs, axis=1), probs, beta=tf.constant(0.2))
+    >>> round(float(terms.potential - terms.payoff - 0.5 * (terms.curiosity[0] + terms.curiosity[1])), 6)
+    0.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from cdgt_keras import objectives as obj
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.fusion import flatten_players
+from cdgt_keras.layout import PlayerLayout
+
+
+@dataclass(frozen=True)
+class GameTerms:
+    """Every term of the game at one batch (scalars; per-player tuples in player order)."""
+
+    payoff: tf.Tensor  # R
+    rarity: tuple[tf.Tensor, ...]  # each C_i's rarity part
+    disagreement: tuple[tf.Tensor, ...]  # each C_i's disagreement part, before beta
+    curiosity: tuple[tf.Tensor, ...]  # C_i = rarity + beta * disagreement
+    objective: tuple[tf.Tensor, ...]  # J_i = R + alpha * C_i
+    potential: tf.Tensor  # Phi = R + alpha * sum_i C_i
+    kl_head: tf.Tensor  # mean KL(own || peers) over overlap labels in the upper (head) half of their block
+    kl_tail: tf.Tensor  # ... and in the lower (tail) half
+
+    def logged(self) -> dict[str, tf.Tensor]:
+        """{name: value} of what training logs: loss = -Phi, the game's scalars and each player's parts."""
+        out = {"loss": -self.potential, "payoff": self.payoff, "potential": self.potential,
+               "kl_head": self.kl_head, "kl_tail": self.kl_tail}
+        for i, (j, c, r, d) in enumerate(zip(self.objective, self.curiosity, self.rarity, self.disagreement)):
+            out.update({f"player{i + 1}_loss": -j, f"player{i + 1}_curiosity": c, f"player{i + 1}_rarity": r,
+                        f"player{i + 1}_disagreement": d})
+        return out
+
+
+class Game:
+    """The game's constant tables (rarity weights, label blocks, overlaps, peers) and its terms."""
+
+    def __init__(self, config: CDGTConfig, layout: PlayerLayout, label_freq: np.ndarray):
+        self.config, self.num_labels = config, layout.num_labels
+        self.rarity_w = tf.constant(obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip))
+        self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in layout.player_labels]
+        self.overlap_pos = [tf.constant(p, dtype=tf.int32) for p in layout.overlap_positions]
+        self.peer_idx = [tf.constant(p) for p in layout.peer_index]
+        self.peer_msk = [tf.constant(p) for p in layout.peer_mask]
+        upper = [layout.upper_half[labels] for labels in layout.overlap_labels]
+        self.overlap_upper = tf.constant(np.concatenate(upper).astype(np.float32) if upper else np.zeros(0, np.float32))
+
+    def payoff(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
+        """R = E[M(p_hat, y)] of the config's payoff, with its parameters."""
+        cfg = self.config
+        return obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
+                          asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
+
+    def curiosity_parts(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
+                        peer_flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+        """Player i's rarity part, disagreement part (before beta), and (own, peers) probabilities [B, |O_i|]."""
+        cfg = self.config
+        weighted = obj.correctness(y, fused, cfg.correctness) * self.rarity_w
+        rarity = obj.rarity_part(weighted, self.player_label_ids[i], self.num_labels)
+        own = tf.gather(probs[i], self.overlap_pos[i], axis=1)
+        peers = obj.peer_mean(peer_flat, self.peer_idx[i], self.peer_msk[i])
+        values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
+        return rarity, obj.disagreement_part(values, self.num_labels), (own, peers)
+
+    def player_objective(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
+                         beta: tf.Tensor) -> tf.Tensor:
+        """J_i = R + alpha * C_i at `fused` = the fusion of `probs` (the caller holds the other players fixed)."""
+        value = self.payoff(y, fused)
+        if self.config.alpha > 0:
+            rarity, dis, _ = self.curiosity_parts(i, y, fused, probs, flatten_players(probs))
+            value += self.config.alpha * (rarity + beta * dis)
+        return value
+
+    def terms(self, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
+        """Every term at the given outputs, differentiable everywhere (`fused` = the fusion of `probs`)."""
+        alpha, R, flat = self.config.alpha, self.payoff(y, fused), flatten_players(probs)
+        rarity, dis, curiosity, pairs = [], [], [], []
+        for i in range(len(probs)):
+            r, d, pair = self.curiosity_parts(i, y, fused, probs, flat)
+            rarity.append(r)
+            dis.append(d)
+            curiosity.append(r + beta * d)
+            pairs.append(pair)
+        kl = tf.concat([obj.bernoulli_kl(own, peers) for own, peers in pairs], axis=1)  # [B, sum |O_i|]
+        return GameTerms(
+            payoff=R, rarity=tuple(rarity), disagreement=tuple(dis), curiosity=tuple(curiosity),
+            objective=tuple(R + alpha * c for c in curiosity), potential=R + alpha * tf.add_n(curiosity),
+            kl_head=_masked_mean(kl, self.overlap_upper), kl_tail=_masked_mean(kl, 1.0 - self.overlap_upper))
+
+
+def _masked_mean(values: tf.Tensor, column_mask: tf.Tensor) -> tf.Tensor:
+    """Mean of values [B, C] over the columns where column_mask [C] is 1 (0 when none)."""
+    total = tf.reduce_sum(values * column_mask)
+    count = tf.reduce_sum(column_mask) * tf.cast(tf.shape(values)[0], tf.float32)
+    return tf.math.divide_no_nan(total, count)
+
