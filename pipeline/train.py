@@ -5,7 +5,8 @@ on test, and writes the run directory:
     model.keras  config.json  thresholds.json  metrics.json  history.json  logs/ (TensorBoard)
     data.json (feature kind, input width, label names)  featurizer.json (raw input -> features: vocabulary and
     document frequencies for text, mean and variance for dense)
-The last two are what `cdgt export` needs to serve raw input (serving/export.py).
+The last two are what `cdgt export` needs to serve raw input (serving/export.py). While training, checkpoint/
+holds the last completed epoch's state, from which `cdgt train --resume` continues a killed run exactly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Any
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
+
+CHECKPOINT_DIR = "checkpoint"  # in a run directory: the last epoch's training state, until the run completes
+RUN_FILE = "run.json"  # in CHECKPOINT_DIR: the fingerprint of the data the run trains on
 
 # Named data sets `--dataset` knows without a data directory.
 EMBEDDED = {
@@ -62,16 +66,20 @@ def load_features(data_dir: str | Path | None, dataset: str,
 
 
 def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelData, *,
-              callbacks: list | None = None, verbose: int = 0) -> tuple[Any, Any, float]:
+              callbacks: list | None = None, verbose: int = 0, checkpoint_dir: str | Path | None = None,
+              resume: bool = False) -> tuple[Any, Any, float]:
     """Build, compile and fit CDGTModel (cdgt_keras.learning: learning-rate schedule, validation ranking metrics,
-    early stopping with best weights); returns (model, history, train seconds).
+    early stopping with best weights); returns (model, history, train seconds of this attempt).
 
-    The one place that trains in memory; `run_training` and the benchmarks (pipeline/bench) both call it.
+    The one place that trains in memory; `run_training` and the benchmarks (pipeline/bench) both call it. Epoch e
+    is shuffled by (seed, e) alone (pipeline/resume.py). With `checkpoint_dir` the full training state is saved
+    there at every epoch end (pipeline/checkpoint.py); `resume` continues from it, and the run then ends exactly
+    as an uninterrupted one. `history.history` covers every epoch of the run, resumed ones too.
         >>> model, history, seconds = fit_model(CDGTConfig(epochs=2), splits["train"], splits["validation"])
     """
     import keras
 
-    from cdgt_keras.inputs import make_dataset
+    from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import (
         RankingMonitor,
@@ -81,45 +89,68 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
         early_stopping,
         epoch_steps,
     )
+    from pipeline import checkpoint
+    from pipeline.resume import EpochHistory, epoch_batches
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
     model = build_trainable(config, freq)
-    per_pass, steps = epoch_steps(train.num_examples, config)
+    model.build((None, train.num_features))  # every optimizer too, so that a checkpoint can load into it
+    stop = early_stopping(config)
+    start = 0
+    if checkpoint_dir is not None and resume:
+        start = config.epochs if checkpoint.stopped_early(str(checkpoint_dir)) else 0
+        start = max(start, checkpoint.restore(model, str(checkpoint_dir), stop))
+    steps = epoch_steps(train.num_examples, config)[1]
+    history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
     callbacks = [StopOnNonFiniteLoss(), StepSchedule(config, steps * config.epochs),
                  RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
-    stop = early_stopping(config)
-    if stop is not None:
-        callbacks.append(stop)
-    if verbose:
-        callbacks.append(progress_bar())
+    callbacks += [stop] if stop is not None else []  # before the checkpoint, which saves its progress
+    if history is not None:
+        callbacks += [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)]
+    callbacks += [progress_bar(start)] if verbose else []
     started = time.perf_counter()
-    data = make_dataset(train.features, train.labels, batch_size=config.batch_size, shuffle=True, seed=config.seed)
-    history = model.fit(
-        data.repeat() if steps > per_pass else data, steps_per_epoch=steps if steps > per_pass else None,
-        validation_data=make_dataset(validation.features, validation.labels, batch_size=config.batch_size),
-        epochs=config.epochs, callbacks=callbacks, verbose=0)
-    return model, history, time.perf_counter() - started
+    if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
+        checkpoint.finish_without_training(model, stop)
+        return model, history, time.perf_counter() - started
+    import tensorflow as tf
+
+    examples = tf.data.Dataset.from_tensor_slices((_features_tensor(train.features),
+                                                   to_sparse_tensor(train.labels)))
+    data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, config.epochs, steps)
+    fitted = model.fit(data.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, initial_epoch=start,
+                       validation_data=make_dataset(validation.features, validation.labels,
+                                                    batch_size=config.batch_size),
+                       epochs=config.epochs, callbacks=callbacks, verbose=0)
+    return model, history if history is not None else fitted, time.perf_counter() - started
 
 
 def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
-                 verbose: int = 1, featurizer: Any = None) -> dict[str, Any]:
+                 verbose: int = 1, featurizer: Any = None, resume: bool = False) -> dict[str, Any]:
     """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json.
-    `featurizer`: what made the features from raw input (from `load_features`), stored for serving."""
+    `featurizer`: what made the features from raw input (from `load_features`), stored for serving.
+
+    Every epoch end checkpoints the training in `output`/checkpoint/ (with the data's fingerprint, run.json);
+    `resume` continues a killed run from there, on the same data only (a ValueError otherwise). The checkpoint
+    is removed once metrics.json, the last file, is written."""
     import keras
     import numpy as np
     import scipy.sparse as sp
 
     from cdgt_keras.evaluation import evaluate_model
     from cdgt_keras.labels import label_frequencies
+    from pipeline.checkpoint import clear
 
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     config.save(output / "config.json")
+    ckpt = output / CHECKPOINT_DIR
+    _start_or_check_run(ckpt, splits, resume)
     train, validation, test = splits["train"], splits["validation"], splits["test"]
     counts, _ = label_frequencies(train.labels, train.num_labels)
     model, history, train_seconds = fit_model(
-        config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))], verbose=verbose)
+        config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))], verbose=verbose,
+        checkpoint_dir=ckpt, resume=resume)
     started = time.perf_counter()
     evaluation = evaluate_model(model, validation, test, counts, train.num_examples, config)
     _atomic(output / "model.keras", lambda tmp: model.save(tmp), suffix=".keras")
@@ -136,16 +167,33 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
         "num_head_labels": int(evaluation.head_labels.size),
         "num_tail_labels": int(evaluation.tail_labels.size),
     }
-    _write_json(output / "thresholds.json", {"mode": config.thresholds,
+    write_json(output / "thresholds.json", {"mode": config.thresholds,
                                              "thresholds": np.asarray(evaluation.thresholds).tolist()})
-    _write_json(output / "history.json", {k: [float(v) for v in vs] for k, vs in history.history.items()})
+    write_json(output / "history.json", {k: [float(v) for v in vs] for k, vs in history.history.items()})
     kind = featurizer.kind if featurizer is not None else ("sparse" if sp.issparse(train.features) else "dense")
-    _write_json(output / "data.json", {"feature_kind": kind, "input_width": int(train.num_features),
+    write_json(output / "data.json", {"feature_kind": kind, "input_width": int(train.num_features),
                                        "label_names": list(train.label_names)})
     if featurizer is not None:
-        _write_json(output / "featurizer.json", featurizer.to_dict())
-    _write_json(output / "metrics.json", {"report": evaluation.report, **metrics})  # last: the run is complete
+        write_json(output / "featurizer.json", featurizer.to_dict())
+    write_json(output / "metrics.json", {"report": evaluation.report, **metrics})  # last: the run is complete
+    clear(str(ckpt))
     return {"report": evaluation.report, **metrics}
+
+
+def _start_or_check_run(ckpt: Path, splits: dict[str, MultiLabelData], resume: bool) -> None:
+    """A new run records its data's fingerprint next to its checkpoint; a resumed one must train on the same data
+    (the config is checked before the data loads, in train_cmd)."""
+    from pipeline.resume import data_fingerprint
+
+    key, path = data_fingerprint(splits), ckpt / RUN_FILE
+    if resume and path.is_file():
+        started = json.loads(path.read_text())["data"]
+        if started != key:
+            raise ValueError(f"--resume: the run in {ckpt.parent} was trained on other data (fingerprint {started}, "
+                             f"these splits {key}); pass the same --data/--dataset, or --overwrite to start again")
+        return
+    ckpt.mkdir(parents=True, exist_ok=True)
+    write_json(path, {"data": key})
 
 
 def _atomic(path: Path, write: Any, suffix: str = "") -> None:
@@ -162,13 +210,14 @@ def _atomic(path: Path, write: Any, suffix: str = "") -> None:
         raise
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
+def write_json(path: Path, payload: dict[str, Any]) -> None:
     text = json.dumps(payload, indent=2, sort_keys=True, default=float) + "\n"
     _atomic(path, lambda tmp: tmp.write_text(text))
 
 
-def progress_bar():  # a factory, so that keras and tqdm load only when training runs
-    """A tqdm bar over all training steps with the headline game terms; one summary line per epoch."""
+def progress_bar(start: int = 0):  # a factory, so that keras and tqdm load only when training runs
+    """A tqdm bar over all training steps with the headline game terms; one summary line per epoch. `start`:
+    epochs a resumed run had completed before (the bar starts there)."""
     import keras
     from tqdm.auto import tqdm
 
@@ -177,7 +226,8 @@ def progress_bar():  # a factory, so that keras and tqdm load only when training
 
         def on_train_begin(self, logs=None):
             steps = self.params.get("steps") or 0
-            self.bar = tqdm(total=steps * self.params["epochs"], unit="step", dynamic_ncols=True, leave=False)
+            self.bar = tqdm(total=steps * self.params["epochs"], initial=steps * start, unit="step",
+                            dynamic_ncols=True, leave=False)
 
         def on_train_batch_end(self, batch, logs=None):
             self.bar.update(1)

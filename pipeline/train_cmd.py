@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.train import EMBEDDED
+from pipeline.train import CHECKPOINT_DIR, EMBEDDED
 
 HELP = """\
 Train CDGTModel on the embedded synthetic data (default) or on a directory built by `cdgt data build`,
@@ -13,10 +13,15 @@ tune decision thresholds on the validation split, and report every metric on the
 for head and tail labels. Writes model.keras, config.json, thresholds.json, metrics.json, history.json and
 TensorBoard logs (logs/) to --output.
 
+Killed or interrupted, a run keeps its last completed epoch in --output/checkpoint/ (weights, optimizer
+states, early stopping, the learning-rate schedule's step, the dropout RNG); rerun the same command with
+--resume to continue from there: the run ends exactly as an uninterrupted one would.
+
 examples:
   cdgt train --output runs/demo
   cdgt train --data data/yeast --set n_players=3 --set alpha=0.3 --output runs/yeast
   cdgt train --data data/debtags --config my.yaml --output runs/debtags
+  cdgt train --data data/debtags --config my.yaml --output runs/debtags --resume    # after a kill
 """
 
 
@@ -63,15 +68,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, required=True, help="run directory to write")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace what a previous run left in --output (without it a non-empty folder is refused, "
-                             "so that two runs' TensorBoard files never mix)")
+    used = parser.add_mutually_exclusive_group()
+    used.add_argument("--overwrite", action="store_true",
+                      help="replace what a previous run left in --output (without it or --resume a non-empty folder "
+                           "is refused, so that two runs' TensorBoard files never mix)")
+    used.add_argument("--resume", action="store_true",
+                      help="continue the killed run in --output from its last completed epoch (same data and "
+                           "config; the result equals an uninterrupted run's)")
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress bars")
     parser.set_defaults(func=run)
 
 
-def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse a non-empty output folder unless `overwrite`, which empties it first."""
+def check_output(output: Path, overwrite: bool, resume: bool = False, config=None) -> None:
+    """Refuse a non-empty output folder unless `overwrite`, which empties it first, or `resume` (check_resumable)."""
+    if resume:
+        check_resumable(output, config)
+        return
     if not output.is_dir() or not any(output.iterdir()):
         return
     if not overwrite:
@@ -83,9 +95,31 @@ def check_output(output: Path, overwrite: bool) -> None:
         shutil.rmtree(item) if item.is_dir() else item.unlink()
 
 
+def check_resumable(output: Path, config) -> None:
+    """--resume needs an unfinished `cdgt train` run of the same config in `output` (its data is checked once
+    loaded, pipeline/train.py); anything else is a one-line error."""
+    from cdgt_keras.config import CDGTConfig
+
+    if not output.is_dir() or not any(output.iterdir()):
+        raise ValueError(f"--resume: --output {output} is empty or missing, nothing to resume; run without --resume "
+                         "to start a new run there")
+    if (output / "metrics.json").is_file():
+        raise ValueError(f"--resume: the run in {output} is complete (metrics.json), nothing to resume; pass "
+                         "--overwrite to train it again")
+    if not (output / "config.json").is_file():
+        raise ValueError(f"--resume: {output} holds no `cdgt train` run (no config.json), nothing to resume; pass "
+                         "--overwrite to replace what is there")
+    started = CDGTConfig.load(output / "config.json")
+    if started != config:
+        old, new = started.to_dict(), config.to_dict()
+        fields = ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in sorted(new) if old.get(k) != new[k])
+        raise ValueError(f"--resume: the run in {output} was started with another config ({fields}); pass the same "
+                         "--preset/--config/--set, or --overwrite to start again")
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    check_output(args.output, args.overwrite)
+    check_output(args.output, args.overwrite, args.resume, config)
     from pipeline.train import load_features, run_training
 
     data_dir = args.data
@@ -97,7 +131,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
-    metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, featurizer=featurizer)
+    if args.resume:
+        from pipeline.checkpoint import completed_epochs
+
+        done = completed_epochs(str(args.output / CHECKPOINT_DIR))
+        print(f"resuming {args.output} after epoch {done} of {config.epochs}" if done else
+              f"resuming {args.output}: no epoch was completed, starting from epoch 1")
+    metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, featurizer=featurizer,
+                           resume=args.resume)
     from cdgt_keras.metrics import format_report
 
     print(f"\ntest split ({metrics['num_test']:,} examples; head = {metrics['num_head_labels']} labels, "

@@ -14,10 +14,8 @@ validation split; TensorBoard logs in the model_run directory; the serving Saved
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
-import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -37,6 +35,7 @@ from cdgt_keras.thresholds import tuned_thresholds
 from components.label_stats_component import load_stats
 from pipeline import checkpoint
 from pipeline.callbacks import EpochLine, ValidationReport, log_hparams
+from pipeline.resume import epoch_batches
 from pipeline.transform_module import model_width
 from serving.export import export_serving_model
 from serving.model_input import LABELS, model_input, multi_hot
@@ -77,24 +76,10 @@ def _parser(tft_output: Any, kind: str, width: int, num_labels: int, with_labels
 
 def train_dataset(files: list[str], parse: Any, batch_size: int, num_train: int, seed: int, start_epoch: int,
                   epochs: int, steps_per_epoch: int | None = None) -> tf.data.Dataset:
-    """Epochs start_epoch..epochs-1, each shuffled with a seed of (seed, epoch, pass) only and batched on its own,
-    so a run resumed at epoch k sees exactly the batches an uninterrupted run sees from epoch k on. An epoch of
-    more steps than one pass has (`min_steps_per_epoch`) is that many batches of several such passes."""
+    """Epochs start_epoch..epochs-1 of the records in the one resumable order `cdgt train` uses too
+    (pipeline/resume.py: each epoch shuffled by (seed, epoch, pass) only), within a window of _SHUFFLE_LIMIT."""
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    buffer = max(1, min(num_train, _SHUFFLE_LIMIT))
-    per_pass = max(1, math.ceil(num_train / batch_size))
-    passes = max(1, math.ceil((steps_per_epoch or per_pass) / per_pass))
-
-    def epoch(e: int) -> tf.data.Dataset:
-        runs = [records.shuffle(buffer, seed=seed * 100_003 + e + 1_000_003 * p, reshuffle_each_iteration=False)
-                .batch(batch_size) for p in range(passes)]
-        ds = functools.reduce(lambda a, b: a.concatenate(b), runs)
-        return ds.take(steps_per_epoch) if passes > 1 else ds
-
-    per_epoch = [epoch(e) for e in range(start_epoch, epochs)]
-    if not per_epoch:
-        return records.take(0).batch(batch_size).map(parse)
-    ds = functools.reduce(lambda a, b: a.concatenate(b), per_epoch)
+    ds = epoch_batches(records, num_train, batch_size, seed, start_epoch, epochs, steps_per_epoch, _SHUFFLE_LIMIT)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
