@@ -4,8 +4,11 @@ uninterrupted run ends; --resume refuses a folder it cannot continue, in one lin
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import keras
@@ -100,6 +103,26 @@ def test_a_resumed_run_ends_exactly_as_an_uninterrupted_one(uninterrupted, kille
     for a, b in zip(*weights, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
     assert not (killed / "checkpoint").exists()  # finished: nothing left to resume
+
+
+def test_a_sigkilled_run_resumes_to_the_same_metrics(uninterrupted, tmp_path):
+    """The issue's case: `kill -9` mid-training (possibly mid-checkpoint), then the same command with --resume."""
+    out = tmp_path / "sigkilled"
+    command = [sys.executable, "-m", "pipeline.cli", "train", "--output", str(out), *ARGS]
+    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state, deadline = out / "checkpoint" / "state.json", time.monotonic() + 300
+    while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    epoch = json.loads(state.read_text())["epoch"] if state.exists() else 0
+    assert not (out / "metrics.json").exists(), f"could not interrupt training in time (epoch {epoch})"
+    rerun = _cdgt("train", "--output", str(out), "--resume", *ARGS)
+    assert rerun.returncode == 0, rerun.stderr
+    full, resumed = (json.loads((d / "metrics.json").read_text()) for d in (uninterrupted, out))
+    for key in ("epochs_run", "micro_f1", "macro_f1", "rare_f1", "p_at_1", "psp_at_5"):
+        assert resumed[key] == pytest.approx(full[key], abs=1e-6), key
 
 
 def test_resume_of_a_finished_run_says_it_is_complete(uninterrupted, capsys):
