@@ -87,12 +87,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="results go to DIR/thresholds/ (default bench)")
     rules.set_defaults(func=run_thresholds)
     feats = commands.add_parser(
-        "features", help="which text choices measure best (a fast peer trained on each featurization)",
+        "features", help="which text choices measure best (a peer or CD-GTMLL trained on each featurization)",
         description="Featurize a text data set under each setting of the text options (n-grams, minimum document "
-                    "frequency, sublinear tf, vocabulary size), train a peer on each and print the test metrics; "
-                    "one JSON per setting in OUTPUT/features/ (a rerun reuses them).")
+                    "frequency, sublinear tf, vocabulary size), train a peer (or a CD-GTMLL method) on each and "
+                    "print the test metrics; one JSON per setting in OUTPUT/features/ (a rerun reuses them).")
     feats.add_argument("--dataset", default="debtags", metavar="NAME", help="a text data set (default debtags)")
-    feats.add_argument("--peer", default="omikuji", choices=("omikuji", "libmultilabel"), help="default omikuji")
+    feats.add_argument("--peer", default="omikuji", metavar="METHOD",
+                       help="omikuji (default), libmultilabel, or a CD-GTMLL method such as recommended or "
+                            "cdgt[alpha=0.3]")
     feats.add_argument("--output", type=Path, default=Path("bench"), metavar="DIR", help="default bench")
     feats.set_defaults(func=run_features)
     prof = commands.add_parser(

@@ -69,6 +69,8 @@ RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]
 _PREVIOUS = "alpha=2.0,beta=0.0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk"
 _WIDE_NET = "dropout=0.5,early_stopping_metric=p_at_1,encoder_hidden=1024,head_hidden=,lr_schedule=cosine"
 _MLP = _WIDE_NET
+# The preset shipped before the prior biases (session of 2026-11-23), and the tail tools measured on top of it.
+_SHIPPED_1024 = f"{_PREVIOUS},{_WIDE_NET},epochs=10,learning_rate=0.006,min_steps_per_epoch=100"
 LEARNER = (
     f"cdgt[{_PREVIOUS},payoff=weighted_bce]",
     f"cdgt[{_PREVIOUS},payoff=weighted_bce,dropout=0.5,early_stopping_metric=psp_at_5,learning_rate=0.003,"
@@ -79,8 +81,18 @@ LEARNER = (
     f"cdgt[{_PREVIOUS},payoff=weighted_bce,{_WIDE_NET},epochs=10,learning_rate=0.006]",
     f"cdgt[{_PREVIOUS},{_WIDE_NET},epochs=10,learning_rate=0.006,alpha=0.5]",
     f"cdgt[{_PREVIOUS},{_WIDE_NET},epochs=10,learning_rate=0.006]",
+    f"cdgt[{_SHIPPED_1024}]",
+    f"cdgt[{_SHIPPED_1024},wide=tail]",
+    f"cdgt[{_SHIPPED_1024},wide=all,wide_learning_rate=0.06]",
+    f"cdgt[{_SHIPPED_1024},logit_adjustment=1.0]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,logit_adjustment=0.5]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,wide=tail,wide_learning_rate=0.02]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,wide=all,wide_learning_rate=0.02]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,learning_rate=0.01]",
+    f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,dropout=0.3]",
     "recommended",
-    "recommended[wide=tail]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
     f"bce[{_MLP},epochs=15,learning_rate=0.006]",

@@ -31,26 +31,44 @@ KEYS = ("p_at_1", "p_at_5", "psp_at_5", "micro_f1", "macro_f1", "rare_f1")
 
 
 def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = None) -> dict[str, Any]:
-    """Featurize `dataset` under setting `name`, train `peer` on it and report the test metrics."""
+    """Featurize `dataset` under setting `name`, train `peer` (a peer, or a CD-GTMLL method such as `recommended`)
+    on it and report the test metrics (thresholds: the method's rule; peers: the shipped preset's)."""
     from cdgt_keras.evaluation import evaluate_probs
     from cdgt_keras.labels import label_frequencies
     from pipeline.bench.datasets import REPO, build_dataset, data_root
-    from pipeline.bench.peers import fit_predict
+    from pipeline.bench.methods import resolve
     from pipeline.train import load_data
 
-    config = CDGTConfig.preset("recommended", **SETTINGS[name])
+    method = resolve(peer)
+    config = (method.config() if method.kind == "cdgt" else CDGTConfig.preset("recommended")).replace(
+        **SETTINGS[name])
     directory = build_dataset(dataset, data_root(), cache_dir or REPO / "runs" / "bench-data")
     started = time.perf_counter()
     splits = load_data(directory, dataset, config)
     featurize_seconds = time.perf_counter() - started
-    out = fit_predict(peer, splits)
     train, validation, test = splits["train"], splits["validation"], splits["test"]
+    val_scores, test_scores, train_seconds = _fit_predict(method, config, splits)
     counts, _ = label_frequencies(train.labels, train.num_labels)
-    report = evaluate_probs(out.validation_scores, validation, out.test_scores, test, counts, train.num_examples,
+    report = evaluate_probs(val_scores, validation, test_scores, test, counts, train.num_examples,
                             config).report["overall"]
-    return {"dataset": dataset, "setting": name, "options": SETTINGS[name], "peer": peer,
+    return {"dataset": dataset, "setting": name, "options": SETTINGS[name], "peer": method.name,
             "input_width": int(train.num_features), "featurize_seconds": featurize_seconds,
-            "train_seconds": out.train_seconds, **{k: report[k] for k in KEYS}}
+            "train_seconds": train_seconds, **{k: report[k] for k in KEYS}}
+
+
+def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tuple[Any, Any, float]:
+    """(validation scores, test scores, train seconds) of a peer or of CD-GTMLL under `config`."""
+    if method.kind != "cdgt":
+        from pipeline.bench.peers import fit_predict
+
+        out = fit_predict(method.kind, splits)
+        return out.validation_scores, out.test_scores, out.train_seconds
+    from cdgt_keras.evaluation import predict_probs
+    from pipeline.train import fit_model
+
+    model, _, seconds = fit_model(config, splits["train"], splits["validation"])
+    return (predict_probs(model, splits["validation"], config.batch_size),
+            predict_probs(model, splits["test"], config.batch_size), seconds)
 
 
 def run_grid(dataset: str, peer: str, output: Path) -> list[dict[str, Any]]:

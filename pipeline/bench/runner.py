@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from pipeline.bench.environment import environment
 from pipeline.bench.methods import Method, resolve
 
 SCHEMA = 1
+MAX_NAME_BYTES = 240  # a result file's name, leaving room for the ".tmp" of the atomic write
 HISTORY_KEYS = ("loss", "payoff", "potential", "kl_head", "kl_tail", "val_payoff", "val_potential",
                 "val_kl_head", "val_kl_tail", "val_p_at_1", "val_p_at_5", "val_psp_at_5")
 
@@ -42,7 +44,13 @@ class RunSpec:
     row: str = ""
 
     def path(self, results_dir: Path) -> Path:
-        return Path(results_dir) / f"{self.dataset}__{self.method.name}__s{self.seed}.json"
+        """OUTPUT/results/DATASET__METHOD__sSEED.json; a method name too long for a file name (most file systems
+        allow 255 bytes) is shortened to its base and a digest of the name (the file holds the full name)."""
+        name = f"{self.dataset}__{self.method.name}__s{self.seed}.json"
+        if len(name.encode()) > MAX_NAME_BYTES:
+            digest = hashlib.sha256(self.method.name.encode()).hexdigest()[:16]
+            name = f"{self.dataset}__{self.method.base}[{digest}]__s{self.seed}.json"
+        return Path(results_dir) / name
 
 
 def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir: Path | None = None,
