@@ -236,7 +236,10 @@ def _finish(
         stats, len(vocab.names), vocab.names, head_fraction=options.head_fraction, tail_fraction=options.tail_fraction
     )
     write_json(os.path.join(options.out, STATS_FILE), label_stats)
-    extra: dict[str, Any] = {"labels_dropped_below_min_count": vocab.dropped}
+    extra: dict[str, Any] = {
+        "labels_dropped_below_min_count": vocab.dropped,
+        "label_rule": manifest.label_rule(options.min_label_count, len(vocab.names), vocab.dropped),
+    }
     extra.update(manifest.unseen_labels(label_stats["counts"], vocab.names))
     if options.rare:
         extra["rare_variant"] = {

@@ -88,6 +88,13 @@ def assemble(
     }
 
 
+def label_rule(min_count: int, kept: int, dropped: int) -> str:
+    """A sentence saying which labels the build kept: all of them, or those with >= min_count training positives."""
+    if min_count <= 0:
+        return f"every label seen in any split ({kept} kept)"
+    return f"labels with >= {min_count} training positives ({kept} kept, {dropped} dropped)"
+
+
 def unseen_labels(train_counts: Sequence[int], label_names: Sequence[str], shown: int = 20) -> dict[str, Any]:
     """How many labels have no training positive (no model can learn them), and the first `shown` names."""
     names = [label_names[i] for i, count in enumerate(train_counts) if count == 0]

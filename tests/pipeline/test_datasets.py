@@ -31,7 +31,58 @@ def test_debian_names_read_the_catalogue_folder_with_their_task(tmp_path: Path):
     assert tags["task"] == "debtags" and tags["num_examples"] == 30
     assert tags["label_names"] == ["t::0", "t::1", "t::2"]
     deps = _manifest(build_named("deps", tmp_path / "cache", root=root))
-    assert deps["task"] == "deps" and deps["options"]["min_label_count"] == 20
+    assert deps["task"] == "deps" and deps["options"]["min_label_count"] == 2
+
+
+def _write_targets_catalogue(folder: Path, n: int = 60) -> dict[str, list[str]]:
+    """Packages p0..p{n-1}, each depending on `common`, `t{i % 7}` and its own `own{i}` (one positive each);
+    returns the targets per split (split by md5 of the package name, as the build does)."""
+    import lz4.frame
+
+    from components.formats.splits import catalogue_split
+
+    folder.mkdir(parents=True)
+    stanzas, by_split = [], {"train": [], "validation": [], "test": []}
+    for i in range(n):
+        targets = ["common", f"t{i % 7}", f"own{i}"]
+        by_split[catalogue_split(f"p{i}")] += targets
+        stanzas.append(f"Package: p{i}\nDepends: {', '.join(targets)}\nDescription: s{i}\nDescription-md5: m{i}\n")
+    with lz4.frame.open(folder / "Packages.lz4", "wt") as handle:
+        handle.write("\n".join(stanzas))
+    (folder / "Translation-en").write_text("\n".join(f"Package: p{i}\nDescription-md5: m{i}\nDescription-en: s{i}\n"
+                                                     f" long {i}\n" for i in range(n)))
+    return by_split
+
+
+def test_deps_keeps_targets_with_two_training_positives_and_deps_all_keeps_every_target(tmp_path: Path):
+    """The min-count rule of `deps` (>= 2 training positives) and `deps-all` (none), and what the manifests say."""
+    from collections import Counter
+
+    by_split = _write_targets_catalogue(tmp_path / "data" / "debian-bookworm")
+    train = Counter(by_split["train"])
+    every = set().union(*map(set, by_split.values()))
+    deps = _manifest(build_named("deps", tmp_path / "cache", root=tmp_path / "data"))
+    kept = sorted(t for t in every if train[t] >= 2)
+    assert deps["label_names"] == kept and "common" in kept and not any(t.startswith("own") for t in kept)
+    assert deps["labels_dropped_below_min_count"] == len(every) - len(kept)
+    dropped = len(every) - len(kept)
+    assert deps["label_rule"] == f"labels with >= 2 training positives ({len(kept)} kept, {dropped} dropped)"
+    assert deps["options"]["min_label_count"] == 2 and deps["labels_without_training_positive"] == 0
+    full = _manifest(build_named("deps-all", tmp_path / "cache", root=tmp_path / "data"))
+    assert full["label_names"] == sorted(every) and full["labels_dropped_below_min_count"] == 0
+    assert full["label_rule"] == f"every label seen in any split ({len(every)} kept)"
+    assert full["labels_without_training_positive"] == sum(1 for t in every if not train[t])
+    assert full["num_examples"] == deps["num_examples"] == 60
+
+
+def test_a_cached_build_with_another_label_rule_is_rebuilt(tmp_path: Path):
+    """A `deps` cache built under an older registry (another min count) is rebuilt, not reused."""
+    _write_targets_catalogue(tmp_path / "data" / "debian-bookworm")
+    out = build_named("deps", tmp_path / "cache", root=tmp_path / "data")
+    manifest = _manifest(out)
+    manifest["options"]["min_label_count"] = 20
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert _manifest(build_named("deps", tmp_path / "cache", root=tmp_path / "data"))["options"]["min_label_count"] == 2
 
 
 def test_a_built_name_is_reused_and_a_rare_variant_builds_its_base_first(tmp_path: Path):
