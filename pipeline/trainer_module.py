@@ -34,7 +34,7 @@ from cdgt_keras.model import CDGTModel
 from cdgt_keras.thresholds import tuned_thresholds
 from components.label_stats_component import load_stats
 from pipeline import checkpoint
-from pipeline.callbacks import EpochLine, ValidationReport, log_hparams
+from pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
 from pipeline.resume import epoch_batches
 from pipeline.transform_module import model_width
 from serving.export import export_serving_model
@@ -155,10 +155,10 @@ def run_fn(fn_args: Any) -> None:
         print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
     val_x = eval_dataset(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False), config.batch_size)
     val_labels = collect_labels(val_files, num_labels)
-    report = ValidationReport(val_x, val_labels, stats, config, fn_args.model_run_dir)
+    report = ValidationReport(val_x, val_labels, stats, config)
     steps = epoch_steps(int(stats["num_train"]), config)[1]
     callbacks = [StopOnNonFiniteLoss(), StepSchedule(config, steps * config.epochs), report,
-                 keras.callbacks.TensorBoard(fn_args.model_run_dir, update_freq="epoch"), *([early] if early else []),
+                 CdgtTensorBoard(fn_args.model_run_dir, report), *([early] if early else []),
                  checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()]
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
     history = fit(model, config, train_dataset(train_files, parse, config.batch_size, int(stats["num_train"]),

@@ -61,8 +61,8 @@ def test_tensorboard_logs_scalars_images_and_hparams(first):
     for path in run_dir.rglob("events.out.tfevents*"):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             tags.update(v.tag for v in event.summary.value)
-    for tag in ("epoch_player1_loss", "epoch_kl_tail", "cdgt/rare_f1", "cdgt/micro_f1", "cdgt/p_at_1",
-                "label_frequency_curve", "player_f1_head_tail", "_hparams_/session_start_info"):
+    for tag in ("epoch_player1_loss", "epoch_kl_tail", "epoch_rare_f1", "epoch_micro_f1", "epoch_p_at_1",
+                "epoch_ndcg_at_1", "label_frequency_curve", "player_f1_head_tail", "_hparams_/session_start_info"):
         assert tag in tags, (tag, sorted(tags))
 
 
