@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -185,6 +185,16 @@ def _micro(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> float:
     return 2.0 * float(tp.sum()) / denom if denom > 0 else 0.0
 
 
+def _macro(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> float:
+    keep = (t + p) > 0
+    return float(np.mean(2.0 * tp[keep] / (t[keep] + p[keep]))) if keep.any() else 0.0
+
+
+def _hamming(tp: np.ndarray, t: np.ndarray, p: np.ndarray, n: int) -> float:
+    size = t.size * n
+    return float((t.sum() + p.sum() - 2 * tp.sum()) / size) if size else 0.0
+
+
 def micro_f1(y_true: Matrix, y_pred: Matrix) -> float:
     """F1 from TP, FP, FN summed over all labels; 0.0 when there is nothing to count."""
     return _micro(*_f1_counts(y_true, y_pred))
@@ -192,9 +202,7 @@ def micro_f1(y_true: Matrix, y_pred: Matrix) -> float:
 
 def macro_f1(y_true: Matrix, y_pred: Matrix) -> float:
     """Mean per-label F1 over labels with a positive in truth or prediction (0.0 if there are none)."""
-    tp, t, p = _f1_counts(y_true, y_pred)
-    keep = (t + p) > 0
-    return float(np.mean(2.0 * tp[keep] / (t[keep] + p[keep]))) if keep.any() else 0.0
+    return _macro(*_f1_counts(y_true, y_pred))
 
 
 def rare_f1(y_true: Matrix, y_pred: Matrix, tail_labels: Sequence[int] | np.ndarray) -> float:
@@ -206,9 +214,7 @@ def rare_f1(y_true: Matrix, y_pred: Matrix, tail_labels: Sequence[int] | np.ndar
 
 def hamming_loss(y_true: Matrix, y_pred: Matrix) -> float:
     """Fraction of the n·L entries where prediction and truth differ."""
-    tp, t, p = _f1_counts(y_true, y_pred)
-    size = t.size * _as_csr(y_true).shape[0]
-    return float((t.sum() + p.sum() - 2 * tp.sum()) / size) if size else 0.0
+    return _hamming(*_f1_counts(y_true, y_pred), _as_csr(y_true).shape[0])
 
 
 def _restrict_scores(scores: Scores, cols: np.ndarray, num_labels: int) -> Scores:
@@ -222,19 +228,33 @@ def _restrict_scores(scores: Scores, cols: np.ndarray, num_labels: int) -> Score
     return new, np.where(new < 0, -np.inf, vals)
 
 
-def _rows(y_true: sp.csr_matrix, scores: Scores, y_pred: sp.csr_matrix, props: np.ndarray | None,
-          ks: Sequence[int]) -> dict[str, float]:
-    row = {
-        "micro_f1": micro_f1(y_true, y_pred),
-        "macro_f1": macro_f1(y_true, y_pred),
-        "hamming_loss": hamming_loss(y_true, y_pred),
-        "map": float("nan") if isinstance(scores, tuple) else mean_average_precision(y_true, scores),
-    }
-    row.update({f"p_at_{k}": precision_at_k(y_true, scores, k) for k in ks})
-    row.update({f"ndcg_at_{k}": ndcg_at_k(y_true, scores, k) for k in ks})
+Counts = tuple[np.ndarray, np.ndarray, np.ndarray]  # per label: true positives, truth positives, predicted
+
+
+def group_row(truth: sp.csr_matrix, scores: Scores, counts: Counts, average_precision: float,
+              props: np.ndarray | None, ks: Sequence[int]) -> dict[str, float]:
+    """One report row from a group's truth [n, |group|], its scores (dense or top-k pair), F1 counts and MAP."""
+    row = {"micro_f1": _micro(*counts), "macro_f1": _macro(*counts),
+           "hamming_loss": _hamming(*counts, truth.shape[0]), "map": average_precision}
+    row.update({f"p_at_{k}": precision_at_k(truth, scores, k) for k in ks})
+    row.update({f"ndcg_at_{k}": ndcg_at_k(truth, scores, k) for k in ks})
     if props is not None:
-        row.update({f"psp_at_{k}": psp_at_k(y_true, scores, k, props) for k in ks})
+        row.update({f"psp_at_{k}": psp_at_k(truth, scores, k, props) for k in ks})
     return row
+
+
+def grouped_report(row_of: Callable[[str, np.ndarray | None], dict[str, float]], counts: Counts,
+                   head_labels: Sequence[int] | np.ndarray,
+                   tail_labels: Sequence[int] | np.ndarray) -> dict[str, dict[str, float]]:
+    """{"overall", "head", "tail"} rows from `row_of(name, cols)` (cols None: every label), the overall Rare-F1."""
+    out = {"overall": row_of("overall", None)}
+    tail = np.asarray(tail_labels, dtype=np.int64)
+    out["overall"]["rare_f1"] = _micro(*(c[tail] for c in counts))
+    for name, labels in (("head", head_labels), ("tail", tail_labels)):
+        cols = np.asarray(labels, dtype=np.int64)
+        nan = {key: float("nan") for key in out["overall"] if key != "rare_f1"}
+        out[name] = nan if cols.size == 0 else row_of(name, cols)
+    return out
 
 
 def report(
@@ -250,22 +270,23 @@ def report(
     """All SPEC §7 metrics overall and on the head / tail label subsets (ranked within each subset).
 
     With a top-k pair for `scores`, "map" is NaN (it needs full scores) and a subset ranks only the supplied
-    entries that fall in it (missing ranks count as misses).
+    entries that fall in it (missing ranks count as misses). `cdgt_keras.chunked_eval.chunked_report` gives the
+    same figures, MAP included, from score chunks without holding [n, L] scores.
     """
     truth, pred = _as_csr(y_true), _as_csr(y_pred)
     num_labels = truth.shape[1]
     props = None if propensities is None else np.asarray(propensities, dtype=np.float64)
-    out = {"overall": _rows(truth, scores, pred, props, ks)}
-    out["overall"]["rare_f1"] = rare_f1(truth, pred, tail_labels)
-    for name, labels in (("head", head_labels), ("tail", tail_labels)):
-        cols = np.asarray(labels, dtype=np.int64)
-        sub_scores = _restrict_scores(scores, cols, num_labels)
-        sub_props = None if props is None else props[cols]
-        if cols.size == 0:
-            out[name] = {key: float("nan") for key in out["overall"] if key != "rare_f1"}
-            continue
-        out[name] = _rows(truth[:, cols], sub_scores, pred[:, cols], sub_props, ks)
-    return out
+    counts = _f1_counts(truth, pred)
+
+    def row_of(_: str, cols: np.ndarray | None) -> dict[str, float]:
+        every = cols is None
+        sub = truth if every else truth[:, cols]
+        sub_scores = scores if every else _restrict_scores(scores, cols, num_labels)
+        ap = float("nan") if isinstance(scores, tuple) else mean_average_precision(sub, sub_scores)
+        return group_row(sub, sub_scores, counts if every else tuple(c[cols] for c in counts), ap,
+                         props if every else None if props is None else props[cols], ks)
+
+    return grouped_report(row_of, counts, head_labels, tail_labels)
 
 
 def format_report(result: dict[str, dict[str, float]]) -> str:

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,6 +51,75 @@ def _best(f1: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return grid[last]
 
 
+class ThresholdCounts:
+    """Per-label counts over the candidate grid, accumulated one chunk of rows at a time (no [n, L] matrix).
+
+    predicted[l, j] = #rows with p_l > grid[j], true_pos[l, j] = #positives of l with p_l > grid[j], positives[l].
+
+    Example:
+        >>> counts = ThresholdCounts(2, grid=[0.5])
+        >>> counts.add(np.array([[0.9, 0.2]]), sp.csr_matrix([[1, 1]]))
+        >>> counts.predicted.ravel().tolist(), counts.true_pos.ravel().tolist(), counts.positives.tolist()
+        ([1, 0], [1, 0], [1, 1])
+    """
+
+    def __init__(self, num_labels: int, grid: np.ndarray | None = None) -> None:
+        cand = default_grid() if grid is None else np.asarray(grid, dtype=np.float64).ravel()
+        self.grid = np.unique(cand.astype(np.float32)).astype(np.float64)  # float32: as apply_thresholds compares
+        if self.grid.size == 0:
+            raise ValueError("grid must hold at least one threshold")
+        self.num_labels = num_labels
+        self.predicted = np.zeros((num_labels, self.grid.size), dtype=np.int64)
+        self.true_pos = np.zeros_like(self.predicted)
+        self.positives = np.zeros(num_labels, dtype=np.int64)
+
+    def add(self, probs: np.ndarray, labels: sp.spmatrix) -> None:
+        """Count one chunk: probs [rows, L] and its 0/1 labels (csr, same rows)."""
+        chunk = np.asarray(probs, dtype=np.float64)
+        truth = sp.coo_matrix(labels)
+        truth = sp.coo_matrix((truth.data != 0, (truth.row, truth.col)), shape=truth.shape)
+        truth.sum_duplicates()
+        truth.eliminate_zeros()
+        cols = np.broadcast_to(np.arange(self.num_labels), chunk.shape).ravel()
+        self.predicted += _above_counts(chunk.ravel(), cols, self.grid, self.num_labels)
+        col = truth.col.astype(np.int64)
+        self.true_pos += _above_counts(chunk[truth.row, col], col, self.grid, self.num_labels)
+        self.positives += np.bincount(col, minlength=self.num_labels)
+
+    def thresholds(self, mode: str, min_positives: int = 5, prior_positives: float = 10.0) -> np.ndarray:
+        """Thresholds [L] (float32) for `mode` from the counts (see the module docstring)."""
+        cand, positives, predicted, true_pos = self.grid, self.positives, self.predicted, self.true_pos
+        if mode == "fixed":
+            return np.full(self.num_labels, 0.5, dtype=np.float32)
+        pooled = _f1(true_pos.sum(0), positives.sum(), predicted.sum(0))
+        if mode == "shrunk":
+            own_f1 = _f1(true_pos, positives[:, None], predicted)
+            support = positives[:, None].astype(np.float64)
+            return _best((support * own_f1 + prior_positives * pooled) / (support + prior_positives), cand).astype(
+                np.float32)
+        taus = np.full(self.num_labels, _best(pooled, cand), dtype=np.float64)
+        if mode in ("per_label", "grouped"):
+            own = positives >= min_positives
+            if own.any():
+                taus[own] = _best(_f1(true_pos[own], positives[own, None], predicted[own]), cand)
+            rest = ~own
+            if mode == "grouped" and positives[rest].sum() > 0:
+                taus[rest] = _best(_f1(true_pos[rest].sum(0), positives[rest].sum(), predicted[rest].sum(0)), cand)
+        return taus.astype(np.float32)
+
+
+def _f1(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> np.ndarray:
+    denom = t + p
+    return np.divide(2.0 * tp, denom, out=np.zeros(np.shape(tp)), where=denom > 0)
+
+
+def _check_mode(mode: str, prior_positives: float) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown threshold mode {mode!r}; allowed: {', '.join(MODES)}")
+    if not prior_positives > 0:
+        raise ValueError(f"prior_positives must be > 0, got {prior_positives}")
+
+
 def tune_thresholds(
     probs: np.ndarray,
     labels: np.ndarray | sp.spmatrix,
@@ -63,65 +133,71 @@ def tune_thresholds(
     Candidates are `grid` (default 0.01..0.99), rounded to float32 so tuning and `apply_thresholds` agree.
     `min_positives` is for per_label / grouped, `prior_positives` (k > 0) for shrunk.
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown threshold mode {mode!r}; allowed: {', '.join(MODES)}")
-    if not prior_positives > 0:
-        raise ValueError(f"prior_positives must be > 0, got {prior_positives}")
+    _check_mode(mode, prior_positives)
     probs = np.asarray(probs)
     if probs.ndim != 2:
         raise ValueError(f"probs must be 2-D [n, L], got shape {probs.shape}")
     n, num_labels = probs.shape
     if mode == "fixed":
         return np.full(num_labels, 0.5, dtype=np.float32)
-    truth = sp.csr_matrix(labels, copy=True) if sp.issparse(labels) else sp.csr_matrix(np.asarray(labels) != 0)
+    truth = sp.csr_matrix(labels) if sp.issparse(labels) else sp.csr_matrix(np.asarray(labels) != 0)
     if truth.shape != probs.shape:
         raise ValueError(f"labels {truth.shape} and probs {probs.shape} differ in shape")
-    truth.data = truth.data != 0
-    truth.eliminate_zeros()
-    cand = default_grid() if grid is None else np.asarray(grid, dtype=np.float64).ravel()
-    cand = np.unique(cand.astype(np.float32)).astype(np.float64)
-    if cand.size == 0:
-        raise ValueError("grid must hold at least one threshold")
-
-    predicted = np.zeros((num_labels, cand.size), dtype=np.int64)
     step = max(1, _CHUNK_ELEMENTS // max(num_labels, 1))
-    for start in range(0, n, step):
-        chunk = np.asarray(probs[start : start + step], dtype=np.float64)
-        cols = np.broadcast_to(np.arange(num_labels), chunk.shape).ravel()
-        predicted += _above_counts(chunk.ravel(), cols, cand, num_labels)
-    truth = truth.tocoo()
-    pos_probs = np.asarray(probs[truth.row, truth.col], dtype=np.float64)
-    true_pos = _above_counts(pos_probs, truth.col.astype(np.int64), cand, num_labels)
-    positives = np.bincount(truth.col, minlength=num_labels)
+    return tune_thresholds_chunks((probs[i : i + step] for i in range(0, n, step)), truth, mode, min_positives,
+                                  grid, prior_positives)
 
-    def f1(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> np.ndarray:
-        denom = t + p
-        return np.divide(2.0 * tp, denom, out=np.zeros(tp.shape), where=denom > 0)
 
-    pooled = f1(true_pos.sum(0), positives.sum(), predicted.sum(0))
-    if mode == "shrunk":
-        own_f1 = f1(true_pos, positives[:, None], predicted)
-        support = positives[:, None].astype(np.float64)
-        return _best((support * own_f1 + prior_positives * pooled) / (support + prior_positives), cand).astype(
-            np.float32)
-    global_tau = _best(pooled, cand)
-    taus = np.full(num_labels, global_tau, dtype=np.float64)
-    if mode in ("per_label", "grouped"):
-        own = positives >= min_positives
-        if own.any():
-            taus[own] = _best(f1(true_pos[own], positives[own, None], predicted[own]), cand)
-        rest = ~own
-        if mode == "grouped" and positives[rest].sum() > 0:
-            taus[rest] = _best(f1(true_pos[rest].sum(0), positives[rest].sum(), predicted[rest].sum(0)), cand)
-    return taus.astype(np.float32)
+def tune_thresholds_chunks(
+    chunks: Iterable[np.ndarray],
+    labels: sp.spmatrix,
+    mode: str = "per_label",
+    min_positives: int = 5,
+    grid: np.ndarray | None = None,
+    prior_positives: float = 10.0,
+) -> np.ndarray:
+    """`tune_thresholds` on probabilities that arrive as row chunks [rows, L], in order, covering `labels`' rows.
+
+    Example:
+        >>> chunks = iter([np.array([[0.9, 0.2]]), np.array([[0.3, 0.6]])])
+        >>> tune_thresholds_chunks(chunks, sp.csr_matrix(np.eye(2)), mode="global", grid=[0.25, 0.5]).tolist()
+        [0.5, 0.5]
+    """
+    _check_mode(mode, prior_positives)
+    truth = sp.csr_matrix(labels)
+    counts, start = ThresholdCounts(truth.shape[1], grid), 0
+    for chunk in chunks:
+        chunk = np.asarray(chunk)
+        if chunk.ndim != 2 or chunk.shape[1] != truth.shape[1]:
+            raise ValueError(f"a chunk of shape {chunk.shape} does not match labels {truth.shape}")
+        counts.add(chunk, truth[start : start + chunk.shape[0]])
+        start += chunk.shape[0]
+    if start != truth.shape[0]:
+        raise ValueError(f"the chunks cover {start} rows, labels have {truth.shape[0]}")
+    return counts.thresholds(mode, min_positives, prior_positives)
 
 
 def tuned_thresholds(probs: np.ndarray, labels: np.ndarray | sp.spmatrix, config: CDGTConfig) -> np.ndarray:
     """`tune_thresholds` with the config's rule: thresholds, min_threshold_positives, threshold_prior."""
-    return tune_thresholds(probs, labels, mode=config.thresholds, min_positives=config.min_threshold_positives,
-                           prior_positives=config.threshold_prior)
+    return tune_thresholds(probs, labels, **config_rule(config))
+
+
+def config_rule(config: CDGTConfig) -> dict[str, object]:
+    """The tuning options a config sets: {"mode", "min_positives", "prior_positives"}."""
+    return {"mode": config.thresholds, "min_positives": config.min_threshold_positives,
+            "prior_positives": config.threshold_prior}
 
 
 def apply_thresholds(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """0/1 decisions (uint8) y_hat = 1{p > tau}, tau broadcast over rows."""
     return (np.asarray(probs) > np.asarray(thresholds)[None, :]).astype(np.uint8)
+
+
+def sparse_decisions(probs: np.ndarray, thresholds: np.ndarray) -> sp.csr_matrix:
+    """`apply_thresholds` as a csr matrix (uint8): what a chunk of scores keeps of its decisions.
+
+    Example:
+        >>> sparse_decisions(np.array([[0.9, 0.2], [0.3, 0.6]]), np.full(2, 0.5, np.float32)).nnz
+        2
+    """
+    return sp.csr_matrix(apply_thresholds(probs, thresholds))
