@@ -11,7 +11,7 @@ Example:
     >>> resolve("cdgt[alpha=0.5]").name
     'cdgt'
     >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.3,"
-    ...         "early_stopping_metric=p_at_1,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
+    ...         "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
     ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,logit_adjustment=0.25]").name
     'recommended'
 """
@@ -51,7 +51,7 @@ BASES: dict[str, Base] = {
     "recommended": Base("CD-GTMLL, the shipped default (preset recommended: N=3, cyclic, BCE payoff, alpha 2 x "
                         "log-scoring curiosity on rare positives, beta 0; 512-unit encoder, prior output biases, logit "
                         "adjustment 0.25, dropout 0.3, step 6e-3 with cosine decay, 10 epochs of >= 100 steps, early "
-                        "stop on P@1; shrunk thresholds)",
+                        "stop on P@5; shrunk thresholds)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "libmultilabel": Base("LibMultiLabel 0.10.0 linear one-vs-rest (LIBLINEAR)", kind="libmultilabel"),
