@@ -30,6 +30,7 @@ from tfx import v1 as tfx
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.records import read_manifest
 from cdgt_keras.text import TextOptions
+from components.baseline import LatestBlessedOtherModelStrategy
 from components.evaluation import MultiLabelEvaluator
 from components.label_stats_component import LabelStatsGen
 from components.trainer import CdgtTrainer
@@ -119,6 +120,19 @@ def eval_config(min_auc: float, max_auc_drop: float) -> tfma.EvalConfig:
         metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
 
 
+def baseline_resolver(trainer: CdgtTrainer, local: bool) -> tfx.dsl.Resolver:
+    """The Evaluator's baseline: the latest blessed model. Run locally, the candidate itself is left out, so an
+    unchanged rerun resolves the baseline its first run had and Evaluator and Pusher come from the cache
+    (components/baseline.py); Kubeflow V2 compiles only TFX's own strategy."""
+    channels = {"model": tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+                "model_blessing": tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing)}
+    if local:
+        return tfx.dsl.Resolver(strategy_class=LatestBlessedOtherModelStrategy, candidate=trainer.outputs["model"],
+                                **channels).with_id("latest_blessed_model_resolver")
+    return tfx.dsl.Resolver(strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+                            **channels).with_id("latest_blessed_model_resolver")
+
+
 def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.Pipeline:
     """The DAG for one built data directory and one CDGTConfig."""
     manifest = read_manifest(settings.data_dir)
@@ -144,11 +158,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
                        "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
                        "code": source_fingerprint(TRAINER_CODE)})
-    resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    resolver = baseline_resolver(trainer, local=settings.metadata_path is not None)
     evaluator = tfx.components.Evaluator(
         examples=gen.outputs["examples"], model=trainer.outputs["model"], baseline_model=resolver.outputs["model"],
         eval_config=eval_config(settings.min_auc, settings.max_auc_drop), example_splits=["test"])

@@ -1,8 +1,8 @@
 """`cdgt run`: the TFX pipeline end to end on a small synthetic set (LocalDagRunner + ML-Metadata).
 
 One run directory is shared by the tests in order: a first run (every component COMPLETE, blessed, pushed), the
-same command again (every component CACHED), a crippled config (epochs=0: not blessed, failing the change
-threshold against the first model), and the pushed SavedModel answering raw input on both signatures.
+same command again (every component CACHED, nothing pushed), a crippled config (epochs=0: not blessed, failing the
+change threshold against the first model), and the pushed SavedModel answering raw input on both signatures.
 """
 
 from __future__ import annotations
@@ -66,18 +66,15 @@ def test_tensorboard_logs_scalars_images_and_hparams(first):
         assert tag in tags, (tag, sorted(tags))
 
 
-def test_rerun_reuses_cached_components(first, out):
-    """The second run reuses everything up to the Trainer; its Evaluator runs once more because its baseline
-    input changed (none -> the first, now blessed, model). From the third run on, every component is cached."""
+def test_an_unchanged_rerun_comes_from_the_cache_and_pushes_nothing(first, out):
+    """Every component of the second run is CACHED, Evaluator and Pusher included (the baseline leaves the
+    candidate out: components/baseline.py), and the serving directory still holds the one pushed version."""
     run_cdgt(out)
-    states = run_summary(str(out / "metadata.sqlite"), NAME).states
+    summary = run_summary(str(out / "metadata.sqlite"), NAME)
     for component in COMPONENTS:
-        if component not in ("Evaluator", "Pusher"):
-            assert states[component] == "CACHED", (component, states)
-    run_cdgt(out)
-    states = run_summary(str(out / "metadata.sqlite"), NAME).states
-    for component in COMPONENTS:
-        assert states[component] == "CACHED", (component, states)
+        assert summary.states[component] == "CACHED", (component, summary.states)
+    assert [p.name for p in (out / "serving" / NAME).iterdir()] == [
+        Path(first.artifacts["PushedModel"]["properties"]["pushed_destination"]).name]
 
 
 def test_crippled_config_is_not_blessed_against_the_first_model(first, out):
