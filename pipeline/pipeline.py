@@ -1,7 +1,8 @@
 """create_pipeline(...): the cdgt TFX DAG.
 
     ImportExampleGen (built TFRecords: train / validation / test)
-      -> StatisticsGen -> SchemaGen -> ExampleValidator
+      -> StatisticsGen -> ImportSchemaGen (the curated schema; SchemaGen when there is none) -> ExampleValidator
+      -> SchemaGate (anomalies stop the run here)
       -> Transform (z-score | vocabulary + TF-IDF)           -> LabelStatsGen (cdgt.LabelFrequencies)
       -> CdgtTrainer (run_fn in trainer_module.py; CDGTConfig via custom_config["cdgt"])
       -> Evaluator (TFMA: value + change thresholds vs the latest blessed model) + MultiLabelEvaluator
@@ -33,6 +34,7 @@ from cdgt_keras.text import TextOptions
 from components.baseline import LatestBlessedOtherModelStrategy
 from components.evaluation import MultiLabelEvaluator
 from components.label_stats_component import LabelStatsGen
+from components.schema_gate import SchemaGate
 from components.trainer import CdgtTrainer
 from pipeline.beam_options import beam_pipeline_args
 from serving.export import LABELS_MULTI_HOT
@@ -64,6 +66,9 @@ class PipelineSettings:
     max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
     beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
+    # A curated schema (text proto) to import and hold the data to: its anomalies stop the run before Transform.
+    # None: SchemaGen infers one from each run's statistics and nothing is blocked (the Kubeflow compile).
+    schema_file: str | None = None
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -139,7 +144,10 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
     kind = manifest["feature_kind"]
     gen = example_gen(settings.data_dir)
     statistics = tfx.components.StatisticsGen(examples=gen.outputs["examples"])
-    schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+    if settings.schema_file:
+        schema = tfx.components.ImportSchemaGen(schema_file=absolute(settings.schema_file))
+    else:
+        schema = tfx.components.SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
     validator = tfx.components.ExampleValidator(statistics=statistics.outputs["statistics"],
                                                 schema=schema.outputs["schema"])
     transform = tfx.components.Transform(
@@ -158,6 +166,10 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
                        "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
                        "code": source_fingerprint(TRAINER_CODE)})
+    gate = SchemaGate(anomalies=validator.outputs["anomalies"]) if settings.schema_file else None
+    if gate is not None:  # nothing reads the data for training before it matched the schema
+        transform.add_upstream_node(gate)
+        stats.add_upstream_node(gate)
     resolver = baseline_resolver(trainer, local=settings.metadata_path is not None)
     evaluator = tfx.components.Evaluator(
         examples=gen.outputs["examples"], model=trainer.outputs["model"], baseline_model=resolver.outputs["model"],
@@ -171,8 +183,8 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
     return tfx.dsl.Pipeline(
         pipeline_name=settings.name,
         pipeline_root=absolute(settings.root),
-        components=[gen, statistics, schema, validator, transform, stats, trainer, resolver, evaluator, multilabel,
-                    pusher],
+        components=[gen, statistics, schema, validator, *([gate] if gate else []), transform, stats, trainer,
+                    resolver, evaluator, multilabel, pusher],
         enable_cache=settings.enable_cache,
         metadata_connection_config=None if settings.metadata_path is None else
         tfx.orchestration.metadata.sqlite_metadata_connection_config(absolute(settings.metadata_path)),

@@ -4,6 +4,7 @@ Output directory layout (`--output`, default runs/pipeline-<dataset>):
     data/<name>/           the built data set (when --dataset builds it; --data points elsewhere)
     root/                  pipeline root: every component's artifacts; root/_checkpoints/ for resumable training
     metadata.sqlite        ML-Metadata
+    schema.pbtxt           the curated schema inferred on first use, when the pipeline keeps none (see --schema)
     serving/<pipeline>/    pushed models, TF Serving layout (<version>/saved_model.pb)
 """
 
@@ -22,10 +23,12 @@ from pipeline.train_cmd import add_config_arguments, config_from_args
 REPO = Path(__file__).resolve().parents[1]
 
 HELP = """\
-Run the TFX pipeline: ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform ->
+Run the TFX pipeline: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform ->
 LabelStatsGen -> Trainer -> Evaluator (TFMA, blessing against the latest blessed model) + multi-label
 metrics -> Pusher. Re-running with nothing changed reuses every component from the cache; a changed config
 retrains. A run killed mid-way resumes from its completed components and the Trainer's last epoch checkpoint.
+The data is held to a curated schema (--schema; pipeline/schemas/<pipeline>.pbtxt is kept with the pipeline):
+ExampleValidator's anomalies stop the run before Transform and are printed. --update-schema regenerates it.
 
 examples:
   cdgt run                                         # embedded synthetic data, runs/pipeline-synthetic
@@ -52,6 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-auc-drop", type=float, default=0.01,
                         help="TFMA change threshold: largest AUC drop allowed vs the latest blessed model (0.01)")
     parser.add_argument("--no-cache", action="store_true", help="run every component even if cached")
+    parser.add_argument("--schema", metavar="FILE", type=Path,
+                        help="the curated schema (text proto) the data must match; default "
+                             "pipeline/schemas/<pipeline>.pbtxt when it exists, else <output>/schema.pbtxt, "
+                             "inferred from the training split on first use")
+    parser.add_argument("--update-schema", action="store_true",
+                        help="infer the schema from this data's training split again and write it where --schema "
+                             "(or the default) points, then run with it")
     add_beam_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -82,16 +92,71 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.local_runner import run as run_pipeline
     from pipeline.pipeline import PipelineSettings, create_pipeline
 
+    schema = schema_for_run(args, pname, data_dir, out)
     settings = PipelineSettings(name=pname, data_dir=str(data_dir), root=str(out / "root"),
                                 metadata_path=str(out / "metadata.sqlite"), serving_dir=str(out / "serving" / pname),
                                 min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache,
-                                beam_args=tuple(beam_args(args)))
+                                beam_args=tuple(beam_args(args)), schema_file=str(staged_schema(schema, out)))
     _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); output {out}")
     started = time.monotonic()
-    run_pipeline(create_pipeline(settings, config))
+    try:
+        run_pipeline(create_pipeline(settings, config))
+    except Exception as err:
+        anomalies = data_anomalies(err)
+        if anomalies is None:
+            raise
+        print(f"cdgt run: stopped by ExampleValidator: the data does not match the schema {schema}\n  "
+              + "\n  ".join(anomalies) + "\nfix the data, or curate the schema if the change is intended (edit it, "
+              "or rerun with --update-schema)", file=sys.stderr)
+        return 1
     seconds = time.monotonic() - started
     print_summary(settings, seconds)
     return 0
+
+
+def schema_for_run(args: argparse.Namespace, pname: str, data_dir: Path, out: Path) -> Path:
+    """The curated schema this run holds its data to: --schema, the one kept with the pipeline
+    (pipeline/schemas/<pipeline>.pbtxt), or <output>/schema.pbtxt. Inferred from the training split and curated
+    (components/schema.py) on first use or with --update-schema."""
+    from components.schema import infer_curated_schema, kept_schema_path, write_schema
+
+    kept = kept_schema_path(pname)
+    path = args.schema.resolve() if args.schema else kept if kept.is_file() else out / "schema.pbtxt"
+    if args.schema and not path.is_file() and not args.update_schema:
+        raise ValueError(f"--schema {args.schema} not found (--update-schema writes it from the data)")
+    if args.update_schema or not path.is_file():
+        write_schema(infer_curated_schema(data_dir), path)
+        _log(f"wrote the schema inferred from {data_dir / 'train'} to {path}: review it and keep it with the "
+             f"pipeline; later runs are held to it")
+    else:
+        _log(f"schema {path}")
+    return path
+
+
+def staged_schema(schema: Path, out: Path) -> Path:
+    """A copy of `schema` at <out>/root/_schemas/<content digest>/schema.pbtxt. Why: ImportSchemaGen's cache key is
+    the file's path, not its content, so an edited schema must arrive under a new path to be imported again."""
+    import hashlib
+    import shutil
+
+    content = schema.read_bytes()
+    staged = out / "root" / "_schemas" / hashlib.sha256(content).hexdigest()[:16] / "schema.pbtxt"
+    if not staged.is_file():
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(schema, staged)
+    return staged
+
+
+def data_anomalies(err: BaseException) -> list[str] | None:
+    """The anomaly lines of the DataAnomalies (components/schema_gate.py) behind `err`, if that stopped the run."""
+    from components.schema_gate import DataAnomalies
+
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, DataAnomalies):
+            return seen.lines
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def print_summary(settings: Any, seconds: float) -> None:
