@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); output {out}")
     started = time.monotonic()
     try:
-        run_pipeline(create_pipeline(settings, config))
+        run_pipeline(create_pipeline(settings, config), progress=_log)
     except Exception as err:
         anomalies = data_anomalies(err)
         if anomalies is None:
@@ -185,6 +185,7 @@ def print_summary(settings: Any, seconds: float) -> None:
         print(f"pushed model: {pushed.get('pushed_destination')}")
     else:
         print(f"not pushed (serving directory {settings.serving_dir})")
-    if "ModelRun" in found:
-        print(f"watch it: tensorboard --logdir {found['ModelRun']['uri']}")
+    if "ModelRun" in found:  # the parent holds every Trainer run: HParams compares them
+        run_dir = Path(found["ModelRun"]["uri"])
+        print(f"watch it: tensorboard --logdir {run_dir.parent}   (this run: {run_dir.name})")
     sys.stdout.flush()
