@@ -10,9 +10,9 @@ Example:
     0.3
     >>> resolve("cdgt[alpha=0.5]").name
     'cdgt'
-    >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.3,"
+    >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.5,"
     ...         "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
-    ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,logit_adjustment=0.25]").name
+    ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true]").name
     'recommended'
 """
 
@@ -49,8 +49,8 @@ BASES: dict[str, Base] = {
     "rarity_bce": Base("the bar (SPEC 5a): N=1 BCE weighted by freq^-1/2", preset="rarity_bce"),
     "paper": Base("the paper's literal form (preset paper)", preset="paper"),
     "recommended": Base("CD-GTMLL, the shipped default (preset recommended: N=3, cyclic, BCE payoff, alpha 2 x "
-                        "log-scoring curiosity on rare positives, beta 0; 512-unit encoder, prior output biases, logit "
-                        "adjustment 0.25, dropout 0.3, step 6e-3 with cosine decay, 10 epochs of >= 100 steps, early "
+                        "log-scoring curiosity on rare positives, beta 0; 512-unit encoder, prior output biases, "
+                        "dropout 0.5, step 6e-3 with cosine decay, 10 epochs of >= 100 steps, early "
                         "stop on P@5; shrunk thresholds)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),

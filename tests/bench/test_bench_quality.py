@@ -108,21 +108,21 @@ def test_method_names_are_canonical():
         resolve("cdgt[alpha=-1]")
 
 
-SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.3,"
+SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.5,"
            "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
-           "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,logit_adjustment=0.25]")
+           "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true]")
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
     from pipeline.bench.experiments import LEARNER
 
     # the learner grid measured each tail tool under explicit overrides on the preset shipped before (1024 units);
-    # the shipped preset is its row with prior biases, 512 units and dropout 0.3, plus logit adjustment 0.25, so
-    # early stopping on P@5, so its explicit spelling resolves to the preset's name and shares its runs
-    finalist = resolve(next(row for row in LEARNER if "dropout=0.3" in row))
+    # the shipped preset is its row with prior biases and 512 units, stopping early on P@5, so its explicit
+    # spelling resolves to the preset's name and shares its runs
+    finalist = resolve(next(row for row in LEARNER if row.endswith("prior_bias=true,encoder_hidden=512]")))
     assert finalist.name.startswith("cdgt[") and "recommended" in LEARNER
     shipped = CDGTConfig.preset("recommended")
-    assert shipped == finalist.config().replace(logit_adjustment=0.25, early_stopping_metric="p_at_5")
+    assert shipped == finalist.config().replace(early_stopping_metric="p_at_5")
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped

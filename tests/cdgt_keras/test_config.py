@@ -149,8 +149,8 @@ def test_default_preset_is_the_shipped_recommendation():
     assert (cfg.n_players, cfg.alpha, cfg.beta, cfg.correctness, cfg.rarity, cfg.payoff, cfg.learning_rate) == (
         3, 2.0, 0.0, "log_positives", "inverse_sqrt", "bce", 0.006)
     assert (cfg.encoder_hidden, cfg.head_hidden, cfg.dropout, cfg.lr_schedule, cfg.early_stopping_metric) == (
-        (512,), (), 0.3, "cosine", "p_at_5")
-    assert (cfg.prior_bias, cfg.logit_adjustment, cfg.wide) == (True, 0.25, "none")
+        (512,), (), 0.5, "cosine", "p_at_5")
+    assert (cfg.prior_bias, cfg.logit_adjustment, cfg.wide) == (True, 0.0, "none")
     assert (cfg.thresholds, cfg.threshold_prior) == ("shrunk", 10.0)
     # the paper preset and the dataclass defaults are untouched by it (SPEC §4's per-label rule)
     assert CDGTConfig.preset("paper") == CDGTConfig() and CDGTConfig().thresholds == "per_label"
