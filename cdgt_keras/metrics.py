@@ -20,6 +20,12 @@ Scores = np.ndarray | tuple[np.ndarray, np.ndarray]
 
 _CHUNK_ELEMENTS = 1 << 22  # row/column chunks hold about 4M floats at a time
 
+# The figures every summary leads with, in this order (keys of `report`'s rows, with their display names): the
+# command line's result line, the trainer's epoch line, the Evaluator's artifact properties and the benchmark's
+# summary and feature tables all read this one list.
+HEADLINE_METRICS: dict[str, str] = {"p_at_1": "P@1", "p_at_5": "P@5", "psp_at_5": "PSP@5", "micro_f1": "Micro-F1",
+                                    "macro_f1": "Macro-F1", "rare_f1": "Rare-F1"}
+
 
 def _as_csr(y: Matrix) -> sp.csr_matrix:
     """Binary CSR copy of a 0/1 matrix (nonzero → 1), sorted indices, no explicit zeros."""

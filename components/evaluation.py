@@ -23,11 +23,12 @@ import numpy as np
 from tfx import v1 as tfx
 from tfx.types import artifact, artifact_utils
 
+from cdgt_keras.metrics import HEADLINE_METRICS
 from components.label_stats_component import LabelFrequencies, load_stats
 
 METRICS_FILE = "metrics.json"
-HEADLINE = ("rare_f1", "micro_f1", "macro_f1", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
-            "map")
+# The artifact's properties: the headline figures, then the rest of the ranking figures (MLMD queries filter on them).
+PROPERTIES = (*HEADLINE_METRICS, "p_at_3", "psp_at_1", "psp_at_3", "ndcg_at_5", "map")
 
 
 class MultiLabelMetrics(artifact.Artifact):
@@ -91,7 +92,7 @@ def MultiLabelEvaluator(
     with open(os.path.join(metrics.uri, METRICS_FILE), "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1, default=float)
         handle.write("\n")
-    for key in HEADLINE:
+    for key in PROPERTIES:
         value = result["report"]["overall"].get(key)
         if value is not None and np.isfinite(value):
             metrics.set_float_custom_property(key, float(value))

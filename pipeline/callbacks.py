@@ -229,7 +229,7 @@ class CdgtTensorBoard(keras.callbacks.TensorBoard):
 class EpochLine(keras.callbacks.Callback):
     """Print `epoch 3/20 (1.9 s)  payoff -0.1160  val_payoff -0.1012  val_rare_f1 0.0213 ...` per epoch."""
 
-    shown = ("payoff", "val_payoff", "val_rare_f1", "val_micro_f1", "val_p_at_1")
+    shown = ("payoff", "val_payoff", *(f"val_{name}" for name in M.HEADLINE_METRICS))
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self.started = time.monotonic()

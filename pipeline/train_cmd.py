@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
               f"resuming {args.output}: no epoch was completed, starting from epoch 1")
     metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, featurizer=featurizer,
                            resume=args.resume)
-    from cdgt_keras.metrics import format_report
+    from cdgt_keras.metrics import HEADLINE_METRICS, format_report
 
     print(f"\ntest split ({metrics['num_test']:,} examples; head = {metrics['num_head_labels']} labels, "
           f"tail = {metrics['num_tail_labels']} labels; percent):")
@@ -147,9 +147,8 @@ def run(args: argparse.Namespace) -> int:
     if metrics["num_labels_without_train_positive"]:
         print(f"note: {metrics['num_labels_without_train_positive']} of {metrics['num_labels']} labels have no "
               "training positive; the model cannot learn them and they count as misses")
-    print(f"\nRare-F1 {100 * metrics['rare_f1']:.2f}  micro-F1 {100 * metrics['micro_f1']:.2f}  "
-          f"macro-F1 {100 * metrics['macro_f1']:.2f}  P@1 {100 * metrics['p_at_1']:.2f}  "
-          f"({metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f} s)")
+    headline = "  ".join(f"{label} {100 * metrics[key]:.2f}" for key, label in HEADLINE_METRICS.items())
+    print(f"\n{headline}  ({metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f} s)")
     print(f"wrote {args.output}/: model.keras, metrics.json, thresholds.json, config.json, history.json, data.json"
           + (", featurizer.json" if featurizer is not None else ""))
     print(f"watch it: tensorboard --logdir {args.output}/logs")

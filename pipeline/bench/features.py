@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgt_keras.config import CDGTConfig
+from cdgt_keras.metrics import HEADLINE_METRICS
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "unigram-20k": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": False, "vocabulary_size": 20000},
@@ -27,7 +28,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "bigram-100k-sublinear": {"text_ngrams": 2, "text_min_df": 2, "text_sublinear_tf": True,
                               "vocabulary_size": 100000},
 }
-KEYS = ("p_at_1", "p_at_5", "psp_at_5", "micro_f1", "macro_f1", "rare_f1")
+KEYS = tuple(HEADLINE_METRICS)
 
 
 def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from cdgt_keras.metrics import HEADLINE_METRICS
 from pipeline.bench import plots
 from pipeline.bench.aggregate import Summary, aggregate, runs_of
 from pipeline.bench.experiments import EXPERIMENTS, expand
@@ -96,8 +97,7 @@ def section_main(table: Table) -> list[str]:
 def section_summary(table: Table) -> list[str]:
     """Per data set, the best row on each headline metric among the main comparison's rows (mean over seeds)."""
     datasets, rows = _present(table, "main")
-    keys = [("Micro-F1", "overall/micro_f1"), ("Rare-F1", "overall/rare_f1"), ("mAP", "overall/map"),
-            ("P@1", "overall/p_at_1"), ("PSP@5", "overall/psp_at_5")]
+    keys = [(label, f"overall/{name}") for name, label in HEADLINE_METRICS.items()]
     out = []
     for d in datasets:
         cells = [d]
@@ -108,10 +108,10 @@ def section_summary(table: Table) -> list[str]:
             cells.append(f"{best} {pct(value)}" if value > 0 else "- (all 0)")
         for ours in ("recommended", "cdgt"):
             summary = table.get((d, ours))
-            cells.append(" / ".join(_cell(summary, k).split(" ±")[0] for _, k in keys[:2]) if summary else "-")
+            cells.append(" / ".join(_cell(summary, k).split(" ±")[0] for _, k in keys) if summary else "-")
         out.append(cells)
-    head = ["data", *(f"best {n}" for n, _ in keys), "recommended (shipped) Micro / Rare",
-            "cdgt (paper's form) Micro / Rare"]
+    names = " / ".join(HEADLINE_METRICS.values())
+    head = ["data", *(f"best {n}" for n, _ in keys), f"recommended (shipped) {names}", f"cdgt (paper's form) {names}"]
     return ["## Summary: the best method per data set", "", *md_table(head, out), ""] if out else []
 
 
