@@ -6,7 +6,8 @@ JSON string. Not allowed: a RuntimeParameter inside a proto or dict (e.g. `Train
 custom_config), as a component input (artifacts), or in pipeline-level settings (name, root, Beam args, image).
 
 So the cdgt pipeline exposes two:
-    data_root              ImportExampleGen's input_base: the built data directory (<data_root>/{train,...}/)
+    data_root              ImportExampleGen's input_base: the built data directory (<data_root>/{train,...}/),
+                           and ShardCheck's data_root (the same directory, checked against its manifest.json)
     trainer_custom_config  the Trainer's whole custom_config (JSON): {"cdgt": CDGTConfig dict, "data": ...}
 
 Fixed at compile time: everything create_pipeline reads from the data manifest (feature kind, number of labels
@@ -28,6 +29,7 @@ from typing import Any
 DATA_ROOT = "data_root"
 TRAINER_CONFIG = "trainer_custom_config"
 EXAMPLE_GEN_ID = "ImportExampleGen"
+SHARD_CHECK_ID = "ShardCheck"
 TRAINER_ID = "CdgtTrainer"
 # Config fields that pipeline.py hands to Transform and LabelStatsGen at compile time, not to the Trainer.
 COMPILE_TIME_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "head_fraction",
@@ -49,8 +51,9 @@ def expose_runtime_parameters(pipeline: Any, data_root: str) -> dict[str, Any]:
 
     gen, trainer = component(pipeline, EXAMPLE_GEN_ID), component(pipeline, TRAINER_ID)
     defaults = {DATA_ROOT: data_root, TRAINER_CONFIG: trainer.exec_properties["custom_config"]}
-    gen.exec_properties["input_base"] = tfx.dsl.experimental.RuntimeParameter(
-        name=DATA_ROOT, ptype=str, default=defaults[DATA_ROOT])
+    data_root = tfx.dsl.experimental.RuntimeParameter(name=DATA_ROOT, ptype=str, default=defaults[DATA_ROOT])
+    gen.exec_properties["input_base"] = data_root
+    component(pipeline, SHARD_CHECK_ID).exec_properties["data_root"] = data_root
     trainer.exec_properties["custom_config"] = tfx.dsl.experimental.RuntimeParameter(
         name=TRAINER_CONFIG, ptype=str, default=defaults[TRAINER_CONFIG])
     return defaults

@@ -1,6 +1,7 @@
 """create_pipeline(...): the cdgt TFX DAG.
 
     ImportExampleGen (built TFRecords: train / validation / test)
+      -> ShardCheck (shard list, counts and sha256 against manifest.json; a mismatch stops the run here)
       -> StatisticsGen -> ImportSchemaGen (the curated schema; SchemaGen when there is none) -> ExampleValidator
       -> SchemaGate (anomalies stop the run here)
       -> Transform (z-score | vocabulary + TF-IDF)           -> LabelStatsGen (cdgt.LabelFrequencies)
@@ -35,6 +36,7 @@ from components.baseline import LatestBlessedOtherModelStrategy
 from components.evaluation import MultiLabelEvaluator
 from components.label_stats_component import LabelStatsGen
 from components.schema_gate import SchemaGate
+from components.shard_check import ShardCheck
 from components.trainer import CdgtTrainer
 from pipeline.beam_options import beam_pipeline_args
 from serving.export import LABELS_MULTI_HOT
@@ -143,6 +145,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
     manifest = read_manifest(settings.data_dir)
     kind = manifest["feature_kind"]
     gen = example_gen(settings.data_dir)
+    check = ShardCheck(examples=gen.outputs["examples"], data_root=absolute(settings.data_dir))
     statistics = tfx.components.StatisticsGen(examples=gen.outputs["examples"])
     if settings.schema_file:
         schema = tfx.components.ImportSchemaGen(schema_file=absolute(settings.schema_file))
@@ -167,9 +170,10 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
                        "code": source_fingerprint(TRAINER_CODE)})
     gate = SchemaGate(anomalies=validator.outputs["anomalies"]) if settings.schema_file else None
-    if gate is not None:  # nothing reads the data for training before it matched the schema
-        transform.add_upstream_node(gate)
-        stats.add_upstream_node(gate)
+    for node in (transform, stats):  # nothing reads the data for training before it passed the checks
+        node.add_upstream_node(check)
+        if gate is not None:
+            node.add_upstream_node(gate)
     resolver = baseline_resolver(trainer, local=settings.metadata_path is not None)
     evaluator = tfx.components.Evaluator(
         examples=gen.outputs["examples"], model=trainer.outputs["model"], baseline_model=resolver.outputs["model"],
@@ -183,7 +187,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
     return tfx.dsl.Pipeline(
         pipeline_name=settings.name,
         pipeline_root=absolute(settings.root),
-        components=[gen, statistics, schema, validator, *([gate] if gate else []), transform, stats, trainer,
+        components=[gen, check, statistics, schema, validator, *([gate] if gate else []), transform, stats, trainer,
                     resolver, evaluator, multilabel, pusher],
         enable_cache=settings.enable_cache,
         metadata_connection_config=None if settings.metadata_path is None else

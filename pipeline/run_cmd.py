@@ -102,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         run_pipeline(create_pipeline(settings, config), progress=_log)
     except Exception as err:
+        mismatch = shard_mismatch(err)
+        if mismatch is not None:
+            print(f"cdgt run: stopped by ShardCheck: {mismatch}", file=sys.stderr)
+            return 1
         anomalies = data_anomalies(err)
         if anomalies is None:
             raise
@@ -147,16 +151,30 @@ def staged_schema(schema: Path, out: Path) -> Path:
     return staged
 
 
+def _behind(err: BaseException, kind: type[BaseException]) -> Any:
+    """The exception of type `kind` in `err`'s chain of causes (TFX wraps what a component raised), or None."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def data_anomalies(err: BaseException) -> list[str] | None:
     """The anomaly lines of the DataAnomalies (components/schema_gate.py) behind `err`, if that stopped the run."""
     from components.schema_gate import DataAnomalies
 
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, DataAnomalies):
-            return seen.lines
-        seen = seen.__cause__ or seen.__context__
-    return None
+    found = _behind(err, DataAnomalies)
+    return None if found is None else found.lines
+
+
+def shard_mismatch(err: BaseException) -> str | None:
+    """The one-line reason of the ShardMismatch (components/shard_check.py) behind `err`, if that stopped the run."""
+    from components.shard_check import ShardMismatch
+
+    found = _behind(err, ShardMismatch)
+    return None if found is None else str(found)
 
 
 def print_summary(settings: Any, seconds: float) -> None:

@@ -84,6 +84,13 @@ def test_data_root_is_a_runtime_parameter_of_example_gen_under_the_pipeline_root
     assert str(compiled["tmp"] / "work") not in compiled["path"].read_text()
 
 
+def test_shard_check_reads_the_runtime_data_root_and_gates_transform(compiled):
+    tasks = _spec(compiled)["root"]["dag"]["tasks"]
+    assert tasks["ShardCheck"]["inputs"]["parameters"]["data_root"] == {"componentInputParameter": DATA_ROOT}
+    assert "ShardCheck" in tasks["Transform"]["dependentTasks"]
+    assert "ShardCheck" in tasks["LabelStatsGen"]["dependentTasks"]
+
+
 def test_trainer_and_transform_request_cpu_and_memory(compiled):
     spec = _spec(compiled)
     for task, (cpu, memory) in {"CdgtTrainer": (4, 16), "Transform": (2, 8)}.items():

@@ -22,8 +22,8 @@ NAME = "cdgt-synthetic"
 # Small and quick to learn: about 25 s of training on 2 cores.
 CONFIG = ["--set", "epochs=6", "--set", "learning_rate=0.005", "--set", "batch_size=128",
           "--set", "encoder_hidden=64", "--set", "head_hidden=32"]
-COMPONENTS = ("ImportExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "SchemaGate", "Transform",
-              "LabelStatsGen", "CdgtTrainer", "Evaluator", "MultiLabelEvaluator", "Pusher")
+COMPONENTS = ("ImportExampleGen", "ShardCheck", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "SchemaGate",
+              "Transform", "LabelStatsGen", "CdgtTrainer", "Evaluator", "MultiLabelEvaluator", "Pusher")
 
 
 def run_cdgt(out: Path, *extra: str) -> None:
