@@ -4,7 +4,9 @@ Default: cdgt's own progress lines, results, warnings and errors; third-party ch
 cdgt user is dropped, cheaply and before TensorFlow loads: TensorFlow's C++ log (CUDA plugin registration
 errors on a machine without a GPU, oneDNN notices), Google client libraries' Python-version notices, TFMA's
 divide-by-zero RuntimeWarnings on empty slices, TensorFlow deprecation notices about APIs the libraries call
-(tf_record_iterator), Beam's python-snappy hint and TFX's repeated MLMD notices. Warnings that cdgt itself
+(tf_record_iterator), Beam's python-snappy hint, google-cloud-aiplatform's google-cloud-storage version notice,
+TFX's repeated MLMD notices and its `Execution N failed.` line when a component stops the run (cdgt says which
+component failed, and why, itself). Warnings that cdgt itself
 issues are kept. `-v` keeps all of it (and TensorFlow's C++ info log); `-vv` adds debug logs. `-q` drops
 progress lines and library warnings: results and errors remain.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import warnings
 from typing import TextIO
@@ -25,23 +28,25 @@ from typing import TextIO
 _STATE = {"quiet": False, "verbosity": 0}
 _SAVED_LEVELS: dict[str, int] = {}
 
-# (logger name, text in the message) of library log records dropped unless -v
-_DROPPED_LOGS = (
+# (logger name, text in the message or a pattern the whole message matches) of library log records dropped unless -v
+_DROPPED_LOGS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
     ("tensorflow", "is deprecated"),
     ("apache_beam.io.tfrecordio", "python-snappy"),
     ("absl", "property_predicate is not supported"),
     ("absl", "does not have payload_format custom property"),
+    ("absl", re.compile(r"Execution \d+ failed\.")),  # TFX's launcher; `cdgt run` names the failed component
 )
 
 
 class _DropText(logging.Filter):
-    def __init__(self, texts: tuple[str, ...]):
+    def __init__(self, texts: tuple[str | re.Pattern[str], ...]):
         super().__init__()
         self.texts = texts
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not any(text in message for text in self.texts)
+        return not any(text.fullmatch(message) if isinstance(text, re.Pattern) else text in message
+                       for text in self.texts)
 
 
 def configure(verbosity: int = 0, quiet: bool = False) -> None:
@@ -80,6 +85,7 @@ def _restore_levels() -> None:
 
 def _drop_library_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*non-supported Python version.*", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"Support for google-cloud-storage < \d", category=FutureWarning)
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"tensorflow_model_analysis(\.|$)")
     warnings.filterwarnings("ignore", message=r".*(divide by zero|invalid value) encountered.*",
                             category=RuntimeWarning, module=r"(tensorflow_model_analysis|numpy)(\.|$)")

@@ -75,6 +75,21 @@ def test_library_noise_is_dropped_and_the_users_own_warnings_kept(caplog):
     assert [r.getMessage() for r in caplog.records] == ["the user's own warning"]
 
 
+def test_the_storage_notice_and_tfx_execution_failed_line_are_dropped(caplog):
+    warnings.resetwarnings()  # pytest's own config ignores every FutureWarning
+    console.configure(0, quiet=False)
+    assert not _shown("Support for google-cloud-storage < 3.0.0 will be removed in a future version of "
+                      "google-cloud-aiplatform. Please upgrade to google-cloud-storage >= 3.0.0.", FutureWarning,
+                      "google.cloud.aiplatform.models")
+    assert _shown("the user's own FutureWarning", FutureWarning, "pipeline.train")
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("absl").error("Execution %d failed.", 3)
+        logging.getLogger("absl").error("Execution 3 failed: the user's business")
+        logging.getLogger("absl").info("Execution %d succeeded.", 4)
+    assert [r.getMessage() for r in caplog.records] == ["Execution 3 failed: the user's business",
+                                                        "Execution 4 succeeded."]
+
+
 def test_verbose_keeps_library_warnings():
     console.configure(1, quiet=False)
     warnings.resetwarnings()
