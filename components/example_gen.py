@@ -24,7 +24,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from cdgt_keras.config import CDGTConfig
-from components import manifest, rare_variants
+from components import build_progress, manifest, rare_variants
 from components.build_combiners import FirstRejectFn, SplitCountsFn, TallyFn
 from components.formats.errors import BuildFailed
 from components.formats.record import Record, to_tf_example
@@ -72,12 +72,23 @@ def build(source: Any, options: BuildOptions, pipeline_args: Sequence[str] = ())
     static = manifest.static_facts(
         source, options.task, {k: v for k, v in asdict(options).items() if k != "out"}
     )
-    with beam.Pipeline(options=PipelineOptions(list(pipeline_args))) as pipeline:
-        _graph(pipeline, source, options, static)
+    build_progress.reset()
+    pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+    _graph(pipeline, source, options, static)
+    result = pipeline.run()
+    result.wait_until_finish()
+    _show_stages(result)
     failed = os.path.join(options.out, BUILD_ERROR_FILE)
     if _exists(failed):
         raise BuildFailed(read_json(failed)["error"])
     return read_json(os.path.join(options.out, manifest.MANIFEST_FILE))
+
+
+def _show_stages(result: Any) -> None:
+    """One progress line with the finished job's counts per stage (records read, rejected, written per split)."""
+    line = build_progress.job_line(build_progress.job_counts(result))
+    if line:
+        build_progress.show(f"[cdgt data] {line}")
 
 
 def _exists(path: str) -> bool:
@@ -193,7 +204,7 @@ def _write_splits(records: Any, out: str) -> Any:
     for split, part in zip(SPLITS, parts):
         written.append(
             part
-            | f"Encode_{split}" >> beam.Map(to_tf_example)
+            | f"Encode_{split}" >> beam.Map(_encode, split)
             | f"Write_{split}"
             >> beam.io.WriteToTFRecord(
                 os.path.join(out, split, "data"),
@@ -202,6 +213,12 @@ def _write_splits(records: Any, out: str) -> Any:
             )
         )
     return written | "WrittenFiles" >> beam.Flatten()
+
+
+def _encode(record: Record, split: str) -> bytes:
+    """The record's serialized tf.Example, counted as written to `split`."""
+    build_progress.count("Write", split)
+    return to_tf_example(record)
 
 
 def _by_reason(reasons: Any, label: str) -> Any:

@@ -25,6 +25,8 @@ import sys
 import warnings
 from typing import TextIO
 
+from components.build_progress import QUIET_ENV  # -q for the Beam worker processes a data build starts
+
 _STATE = {"quiet": False, "verbosity": 0}
 _SAVED_LEVELS: dict[str, int] = {}
 
@@ -53,6 +55,7 @@ def configure(verbosity: int = 0, quiet: bool = False) -> None:
     """Set what is shown for this process (call before TensorFlow is imported): see the module docstring."""
     _restore_levels()
     _STATE.update(quiet=quiet, verbosity=verbosity)
+    os.environ[QUIET_ENV] = "1" if quiet else "0"  # Beam worker processes inherit it (their progress lines)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbosity else "3")
     if verbosity:
         level = logging.DEBUG if verbosity > 1 else logging.INFO

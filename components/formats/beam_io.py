@@ -14,24 +14,32 @@ from typing import Any
 
 import apache_beam as beam
 
+from components.build_progress import count
 from components.formats.errors import RecordError, SourceError
 
 
-class ParseFiles(beam.DoFn):
-    """SourceFile -> its records (main output) and RecordErrors (output 'rejects')."""
+def _rejected(error: RecordError, stage: str) -> Any:
+    """A bad record to the 'rejects' output, counted as rejected in `stage`."""
+    count(stage, "rejected")
+    return beam.pvalue.TaggedOutput("rejects", error)
 
-    def __init__(self, source: Any) -> None:
-        self.source = source
+
+class ParseFiles(beam.DoFn):
+    """SourceFile -> its records (main output) and RecordErrors (output 'rejects'), counted as stage `stage`."""
+
+    def __init__(self, source: Any, stage: str = "Read") -> None:
+        self.source, self.stage = source, stage
 
     def process(self, item: Any) -> Iterator[Any]:
         try:
             for out in self.source.records(item):
                 if isinstance(out, RecordError):
-                    yield beam.pvalue.TaggedOutput("rejects", out)
+                    yield _rejected(out, self.stage)
                 else:
+                    count(self.stage, "records")
                     yield out
         except SourceError as err:
-            yield beam.pvalue.TaggedOutput("rejects", unreadable(err, item.path))
+            yield _rejected(unreadable(err, item.path), self.stage)
 
 
 def unreadable(error: SourceError, path: str) -> RecordError:
@@ -45,16 +53,17 @@ def unreadable(error: SourceError, path: str) -> RecordError:
 def read_line_source(pipeline: Any, source: Any, label: str) -> tuple[Any, Any, Any]:
     """(records, rejects, notes) of a line-based source; `label` keeps step names unique per read."""
     files = pipeline | f"{label}Files" >> beam.Create(source.files, reshuffle=False)
-    out = files | f"{label}Parse" >> beam.ParDo(ParseFiles(source)).with_outputs("rejects", main="records")
+    out = files | f"{label}Parse" >> beam.ParDo(ParseFiles(source, label)).with_outputs("rejects", main="records")
     notes = pipeline | f"{label}NoNotes" >> beam.Create([])
     return out.records, out.rejects, notes
 
 
 class _Route(beam.DoFn):
-    """Items of a generator -> main output, RecordErrors -> 'rejects', Notes -> 'notes'."""
+    """Items of a generator -> main output, RecordErrors -> 'rejects', Notes -> 'notes'; entries and rejects
+    counted as stage `stage`."""
 
-    def __init__(self, entries: Any) -> None:
-        self.entries = entries
+    def __init__(self, entries: Any, stage: str) -> None:
+        self.entries, self.stage = entries, stage
 
     def process(self, path: str) -> Iterator[Any]:
         from components.formats.debian_source import Note
@@ -62,13 +71,14 @@ class _Route(beam.DoFn):
         try:
             for out in self.entries(path):
                 if isinstance(out, RecordError):
-                    yield beam.pvalue.TaggedOutput("rejects", out)
+                    yield _rejected(out, self.stage)
                 elif isinstance(out, Note):
                     yield beam.pvalue.TaggedOutput("notes", str(out))
                 else:
+                    count(self.stage, "records")
                     yield out
         except SourceError as err:
-            yield beam.pvalue.TaggedOutput("rejects", unreadable(err, path))
+            yield _rejected(unreadable(err, path), self.stage)
 
 
 def _join(item: tuple[Any, dict[str, list[Any]]], make_record: Any) -> Iterator[Any]:
@@ -100,7 +110,8 @@ def read_debian(pipeline: Any, source: Any, label: str, labels_only: bool) -> tu
         pipeline
         | f"{label}PackagesFiles" >> beam.Create(source.packages, reshuffle=False)
         | f"{label}Packages"
-        >> beam.ParDo(_Route(source.package_entries)).with_outputs("rejects", "notes", main="entries")
+        >> beam.ParDo(_Route(source.package_entries, f"{label} Packages"))
+        .with_outputs("rejects", "notes", main="entries")
     )
     rejects, notes = [packages.rejects], [packages.notes, _duplicate_names(packages.entries, label)]
     if labels_only:
@@ -110,7 +121,8 @@ def read_debian(pipeline: Any, source: Any, label: str, labels_only: bool) -> tu
             pipeline
             | f"{label}TranslationFiles" >> beam.Create(source.translations, reshuffle=False)
             | f"{label}Translations"
-            >> beam.ParDo(_Route(source.translation_entries)).with_outputs("rejects", "notes", main="entries")
+            >> beam.ParDo(_Route(source.translation_entries, f"{label} Translation-en"))
+            .with_outputs("rejects", "notes", main="entries")
         )
         rejects.append(translations.rejects)
         joined = (

@@ -191,7 +191,7 @@ def _arff_source(files: list[str], fraction: float) -> ArffSource:
         raise SourceError(f"need exactly one MULAN .xml label file among the inputs, found {len(xml)}: {xml}")
     names = arff.parse_label_xml(_read_all(xml[0]), xml[0])
     data = data_files(files, (".arff",))
-    headers = {f.path: arff.parse_header(numbered_lines(f.path, progress=False), names, f.path) for f in data}
+    headers = {f.path: arff.parse_header(numbered_lines(f.path), names, f.path) for f in data}
     first = headers[data[0].path]
     for path, header in headers.items():
         if header.attributes != first.attributes:
@@ -212,7 +212,7 @@ def _arff_source(files: list[str], fraction: float) -> ArffSource:
 
 
 def _is_sparse(path: str, header: arff.ArffHeader) -> bool:
-    for _, line in numbered_lines(path, start=header.data_line + 1, progress=False):
+    for _, line in numbered_lines(path, start=header.data_line + 1):
         if arff.is_data_line(line):
             return line.strip().startswith("{")
     return False
@@ -222,7 +222,7 @@ def _xmc_source(files: list[str], fraction: float) -> XmcSource:
     data = data_files([f for f in files if not strip_compression(f).lower().endswith(".csv")], ("",))
     headers = {}
     for f in data:
-        first_line = next(iter(numbered_lines(f.path, progress=False)), (1, ""))[1]
+        first_line = next(iter(numbered_lines(f.path)), (1, ""))[1]
         headers[f.path] = xmc.parse_header(first_line, f.path)
     dims = {(h.num_features, h.num_labels) for h in headers.values()}
     if len(dims) != 1:
@@ -247,7 +247,7 @@ def _csv_source(
     data = data_files(files, (".csv",))
     layouts = []
     for f in data:
-        header = next(csv.reader(line for _, line in numbered_lines(f.path, progress=False)), [])
+        header = next(csv.reader(line for _, line in numbered_lines(f.path)), [])
         layouts.append(
             csv_format.CsvLayout.from_header(
                 header,
@@ -281,7 +281,7 @@ def _csv_source(
 
 def _vocabulary_file(path: str) -> list[str]:
     """Label names, one per line (blank lines skipped); a name listed twice is an error naming both lines."""
-    numbered = [(n, line.strip()) for n, line in numbered_lines(path, progress=False) if line.strip()]
+    numbered = [(n, line.strip()) for n, line in numbered_lines(path) if line.strip()]
     repeat = first_repeat([name for _, name in numbered])
     if repeat:
         name, first, second = repeat

@@ -10,9 +10,6 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
-import os
-import sys
-import time
 from collections.abc import Iterator
 from typing import IO
 
@@ -48,19 +45,16 @@ def open_binary(path: str) -> IO[bytes]:
     return raw
 
 
-def numbered_lines(path: str, start: int = 1, progress: bool = True) -> Iterator[tuple[int, str]]:
+def numbered_lines(path: str, start: int = 1) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without newline) from `path`, streaming, from line `start` on.
 
     A truncated or corrupt compressed stream raises SourceError naming the file and the last good line; so does
     text that is not UTF-8. A UTF-8 byte-order mark at the start is dropped (spreadsheet exports write one).
     """
     number = 0
-    reporter = _Progress(path) if progress else None
     try:
         with open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
             for number, line in enumerate(text, 1):
-                if reporter:
-                    reporter.tick(number)
                 if number >= start:
                     yield number, line.rstrip("\r\n")
     except (EOFError, lzma.LZMAError, RuntimeError, OSError, UnicodeDecodeError) as err:
@@ -73,8 +67,6 @@ def numbered_lines(path: str, start: int = 1, progress: bool = True) -> Iterator
         raise SourceError(
             f"{path}: truncated or corrupt file after line {number} ({type(err).__name__}: {err})"
         ) from err
-    if reporter:
-        reporter.done(number)
 
 
 def first_non_utf8(path: str) -> tuple[int, bytes]:
@@ -86,30 +78,3 @@ def first_non_utf8(path: str) -> tuple[int, bytes]:
             except UnicodeDecodeError as err:
                 return number, line[err.start : err.start + 1]
     return 0, b""
-
-
-class _Progress:
-    """Periodic progress lines on stderr (Beam-friendly: no terminal control, one line every 10 s)."""
-
-    def __init__(self, path: str, every_seconds: float = 10.0) -> None:
-        self.path, self.every = path, every_seconds
-        self.start = self.last = time.monotonic()
-
-    def tick(self, lines: int) -> None:
-        if lines % 1000 == 0 and time.monotonic() - self.last >= self.every:
-            self.last = time.monotonic()
-            print(
-                f"[cdgt data] {os.path.basename(self.path)}: {lines:,} lines read "
-                f"({self.last - self.start:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    def done(self, lines: int) -> None:
-        if time.monotonic() - self.start >= self.every:
-            print(
-                f"[cdgt data] {os.path.basename(self.path)}: done, {lines:,} lines "
-                f"({time.monotonic() - self.start:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
