@@ -111,6 +111,8 @@ class CDGTConfig:
     # tau * log(freq), the served scores are the unshifted ones, so a rare label scores higher than its prior.
     logit_adjustment: float = 0.0
     dropout: float = 0.2
+    # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
+    input_dropout: float = 0.0
     activation: str = "relu"
     # Text features (TF-IDF fitted on the training split; cdgt_keras/text.py): the vocabulary holds the
     # `vocabulary_size` terms of highest document frequency among those in at least `text_min_df` documents.
@@ -187,6 +189,7 @@ class CDGTConfig:
         _check(1 <= self.text_ngrams <= 3, "text_ngrams", self.text_ngrams, "1, 2 or 3")
         _check(self.text_min_df >= 1, "text_min_df", self.text_min_df, "an integer >= 1")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
+        _check(0.0 <= self.input_dropout < 1.0, "input_dropout", self.input_dropout, "a number in [0, 1)")
         _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
         _check(self.threshold_prior > 0, "threshold_prior", self.threshold_prior, "a number > 0")

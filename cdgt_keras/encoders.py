@@ -6,7 +6,7 @@ the kernel's gradient touches only the rows of the batch's features. (A keras.Se
 converts a sparse batch to dense, hence this small layer; a test inspects the traced graph.)
 
 Example:
-    >>> encoder = MLP((64,), activation="relu", dropout=0.1, name="encoder")
+    >>> encoder = MLP((64,), activation="relu", dropout=0.1, input_dropout=0.2, name="encoder")
     >>> head = MLP((32,), activation="relu", dropout=0.1, output_units=10, name="player1_head")
 """
 
@@ -17,20 +17,23 @@ from typing import Any
 import keras
 import numpy as np
 
-from cdgt_keras.sparse import SparseDense
+from cdgt_keras.sparse import InputDropout, SparseDense
 
 
 class MLP(keras.layers.Layer):
-    """Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear output layer (its bias
-    starts at `output_bias` [output_units] when given, else 0).
+    """Optional input dropout, then Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear
+    output layer (its bias starts at `output_bias` [output_units] when given, else 0).
 
     With no hidden sizes and no output layer it is the identity (already-encoded features).
     """
 
     def __init__(self, hidden: tuple[int, ...], *, activation: str, dropout: float,
-                 output_units: int | None = None, output_bias: Any = None, **kwargs: Any):
+                 output_units: int | None = None, output_bias: Any = None, input_dropout: float = 0.0,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.blocks: list[keras.layers.Layer] = []
+        if input_dropout > 0:
+            self.blocks.append(InputDropout(input_dropout, name=f"{self.name}_input_dropout"))
         for k, units in enumerate(hidden):
             self.blocks.append(SparseDense(units, activation=activation, name=f"{self.name}_dense_{k}"))
             if dropout > 0:
@@ -60,5 +63,5 @@ class MLP(keras.layers.Layer):
     def call(self, inputs: Any, training: bool = False) -> Any:
         x = inputs
         for layer in self.blocks:
-            x = layer(x, training=training) if isinstance(layer, keras.layers.Dropout) else layer(x)
+            x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
         return x

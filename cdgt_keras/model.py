@@ -42,10 +42,12 @@ class CDGTModel(keras.Model):
         self.num_labels = self.layout.num_labels
         act, drop = cfg.activation, cfg.dropout
         n = cfg.n_players
-        self.shared_encoder = MLP(cfg.encoder_hidden, activation=act, dropout=drop, name="encoder") \
-            if cfg.shared_encoder else None
+        inputs = cfg.input_dropout if cfg.encoder_hidden else 0.0
+        self.shared_encoder = MLP(cfg.encoder_hidden, activation=act, dropout=drop, input_dropout=inputs,
+                                  name="encoder") if cfg.shared_encoder else None
         self.player_encoders = [] if cfg.shared_encoder else [
-            MLP(cfg.encoder_hidden, activation=act, dropout=drop, name=f"player{i + 1}_encoder") for i in range(n)]
+            MLP(cfg.encoder_hidden, activation=act, dropout=drop, input_dropout=inputs, name=f"player{i + 1}_encoder")
+            for i in range(n)]
         bias = _prior_odds(self.label_freq) if cfg.prior_bias else np.zeros(self.label_freq.size, np.float32)
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
                           output_bias=bias[labels], name=f"player{i + 1}_head")
