@@ -80,9 +80,14 @@ def test_bad_input_exits_1_naming_file_and_line(tmp_path: Path, capsys):
     err = capsys.readouterr().err
     assert "train.txt:3: label id 9 out of range [0, 6)" in err and "the first of 2 bad records" in err
     assert "Traceback" not in err and not (tmp_path / "out" / "manifest.json").exists()
+    kept = read_json(tmp_path / "out" / "build_error.json")["error"]  # the README: the reason is kept there
+    assert kept.startswith(f"{tmp_path / 'train.txt'}:3: label id 9 out of range [0, 6)")
     assert main(["data", "build", str(tmp_path), "--format", "xmc", "--out", str(tmp_path / "out"), "-v"]) == 1
     err = capsys.readouterr().err  # -v: the traceback too (the unfinished build's files are replaced)
     assert "Traceback" in err and "unfinished build" in err and err.rstrip().endswith("builds the rest)")
+    write_xmc(tmp_path / "train.txt", "3 5 6", ["0 0:1", "1 0:1", "0 4:1"])
+    assert main(["data", "build", str(tmp_path), "--format", "xmc", "--out", str(tmp_path / "out")]) == 0
+    assert not (tmp_path / "out" / "build_error.json").exists()  # a finished build leaves no reason behind
 
 
 def test_record_errors_print_no_beam_traceback(tmp_path: Path):

@@ -57,3 +57,15 @@ def test_a_changed_shard_of_a_build_fails_its_sha256(tmp_path: Path):
     shard.write_bytes(gzip.compress(gzip.decompress(shard.read_bytes()), compresslevel=1, mtime=1))
     with pytest.raises(ValueError, match=rf"{shard.name}: its sha256 differs from the one manifest.json records"):
         read_splits(tmp_path / "out")
+
+
+def test_cdgt_train_on_a_truncated_shard_is_one_line_naming_it(built: Path, tmp_path: Path, capsys):
+    from pipeline.cli import main
+
+    path = built / "train" / SHARD
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert main(["train", "--data", str(built), "--output", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err) and err[-1].startswith("cdgt train: error: ")
+    assert f"train/{SHARD}: truncated or corrupt TFRecord shard" in err[-1]
+    assert not (tmp_path / "run" / "model.keras").exists()
