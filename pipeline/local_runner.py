@@ -15,11 +15,13 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+HEARTBEAT_SECONDS = 60.0  # a running component says so this often (the Evaluator and Transform run for minutes)
 _STATE_NAMES = {0: "UNKNOWN", 1: "NEW", 2: "RUNNING", 3: "COMPLETE", 4: "FAILED", 5: "CACHED", 6: "CANCELED"}
 
 
@@ -60,8 +62,9 @@ def quiet_teardown() -> None:
 
 @contextlib.contextmanager
 def component_progress(show: Callable[[str], None], launcher_class: Any = None) -> Iterator[None]:
-    """Show a line as each component starts executing (`Transform running`) and as it ends (`Transform done in
-    31.2 s`, `StatisticsGen cached`) while the block runs.
+    """Show a line as each component starts executing (`Transform running`), every HEARTBEAT_SECONDS while it runs
+    (`Evaluator still running (60 s)`) and as it ends (`Transform done in 31.2 s`, `StatisticsGen cached`) while the
+    block runs.
 
     How: LocalDagRunner runs each node through `Launcher.launch`, which calls `Launcher._run_executor` only when the
     execution is not cached (TFX 1.16, tfx/orchestration/portable/launcher.py); both are wrapped for the block and
@@ -91,13 +94,33 @@ def component_progress(show: Callable[[str], None], launcher_class: Any = None) 
     def announced_run_executor(self: Any, *args: Any, **kwargs: Any) -> Any:
         executed.add(node_of(self))
         show(f"{node_of(self)} running")
-        return run_executor(self, *args, **kwargs)
+        with _heartbeat(show, node_of(self), HEARTBEAT_SECONDS):
+            return run_executor(self, *args, **kwargs)
 
     launcher_class.launch, launcher_class._run_executor = timed_launch, announced_run_executor
     try:
         yield
     finally:
         launcher_class.launch, launcher_class._run_executor = launch, run_executor
+
+
+@contextlib.contextmanager
+def _heartbeat(show: Callable[[str], None], node: str, every: float) -> Iterator[None]:
+    """`NODE still running (N s)` every `every` seconds from a daemon thread until the block ends: a component
+    whose own logs are silenced (or that has none) still shows it is alive."""
+    stop, started = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            show(f"{node} still running ({time.monotonic() - started:.0f} s)")
+
+    thread = threading.Thread(target=beat, name=f"cdgt-heartbeat-{node}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @dataclass

@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from pipeline import local_runner
 from pipeline.local_runner import component_progress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,10 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 class _Launcher:
     """The two methods of TFX's Launcher that component_progress wraps, for one node."""
 
-    def __init__(self, node: str, cached: bool = False, system: bool = False, fails: bool = False):
+    def __init__(self, node: str, cached: bool = False, system: bool = False, fails: bool = False,
+                 seconds: float = 0.0):
         self._pipeline_node = SimpleNamespace(node_info=SimpleNamespace(id=node))
         self._system_node_handler = object() if system else None
-        self.cached, self.fails = cached, fails
+        self.cached, self.fails, self.seconds = cached, fails, seconds
 
     def launch(self) -> str:
         if not self.cached and not self._system_node_handler:
@@ -29,6 +32,7 @@ class _Launcher:
         return "execution info"
 
     def _run_executor(self) -> None:
+        time.sleep(self.seconds)
         if self.fails:
             raise RuntimeError("the executor failed")
 
@@ -47,6 +51,19 @@ def test_each_component_gets_a_line_when_it_runs_and_when_it_ends():
     assert lines[2].startswith("Transform done in ") and lines[2].endswith(" s")
     assert lines[3] == "SchemaGate running" and lines[4].startswith("SchemaGate failed after ")
     assert len(lines) == 5 and _Launcher.launch is original
+
+
+def test_a_long_running_component_says_it_is_still_running(monkeypatch):
+    monkeypatch.setattr(local_runner, "HEARTBEAT_SECONDS", 0.1)
+    lines: list[str] = []
+    with component_progress(lines.append, _Launcher):
+        _Launcher("Evaluator", seconds=0.55).launch()
+        _Launcher("Pusher").launch()
+    time.sleep(0.3)  # no beat once a component has ended
+    beats = lines[1:-3]
+    assert lines[0] == "Evaluator running" and lines[-3].startswith("Evaluator done in ")
+    assert lines[-2:] == ["Pusher running", lines[-1]] and lines[-1].startswith("Pusher done in ")
+    assert 3 <= len(beats) <= 5 and all(b.startswith("Evaluator still running (") for b in beats)
 
 
 def test_tensorflow_shutdown_noise_is_dropped_and_other_exceptions_kept():
