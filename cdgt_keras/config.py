@@ -35,6 +35,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "early_stopping_metric": ("payoff", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail"),
+    "wide_payoff": ("joint", "own"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -104,6 +105,13 @@ class CDGTConfig:
     # The wide parts' learning rate (0: the player's). A linear map of L2-normalised sparse rows needs weights far
     # larger than a hidden layer's, so it wants a larger step than the deep parts.
     wide_learning_rate: float = 0.0
+    # How a wide part learns. "joint": its logits are added to the deep head's and the sum plays the game.
+    # "own": it is a linear predictor of the player's labels of its own (output biases at the labels' prior odds),
+    # trained on its own BCE beside the game, which sees the deep head alone; the player then answers with
+    # (1 - wide_weight) x the deep head's probability + wide_weight x the wide part's: an ensemble of a deep and a
+    # linear model, whose errors differ more than those of two parts fitted to one sum.
+    wide_payoff: str = "joint"
+    wide_weight: float = 0.5
     # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
     # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).
     prior_bias: bool = False
@@ -173,6 +181,7 @@ class CDGTConfig:
         _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
+        _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(
             len(self.player_learning_rates) in (0, self.n_players) and all(r > 0 for r in self.player_learning_rates),
             "player_learning_rates", self.player_learning_rates,

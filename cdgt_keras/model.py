@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
@@ -52,7 +53,9 @@ class CDGTModel(keras.Model):
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
                           output_bias=bias[labels], name=f"player{i + 1}_head")
                       for i, labels in enumerate(self.layout.player_labels)]
-        self.wide = [SparseDense(int(labels.size), use_bias=False, kernel_initializer="zeros",
+        own = cfg.wide_payoff == "own"
+        self.wide = [SparseDense(int(labels.size), use_bias=own, kernel_initializer="zeros",
+                                 bias_initializer=keras.initializers.Constant(_prior_odds(self.label_freq)[labels]),
                                  name=f"player{i + 1}_wide") if _is_wide(cfg, i) else None
                      for i, labels in enumerate(self.layout.player_labels)]
         # The wide part's logits are scale * (x @ V): under Adam, whose step ignores a gradient's scale, V moving
@@ -137,17 +140,39 @@ class CDGTModel(keras.Model):
         return [encoder(x, training=training) for encoder in self.player_encoders]
 
     def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False) -> tf.Tensor:
-        """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|].
+        """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|]; with
+        `wide_payoff="own"`, the deep head's probability in training (the game's) and the weighted mean of the
+        deep and the wide probabilities otherwise (what the player answers).
 
         In training the logits carry the logit adjustment tau * log(freq) (0 unless `logit_adjustment`)."""
-        logits = self.heads[i](context, training=training)
-        if self.wide[i] is not None:
-            if x is None:
-                raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
-            logits = logits + self.wide_scale[i] * self.wide[i](x)
+        logits = self._adjusted(i, self.heads[i](context, training=training), training)
+        if self.wide[i] is None or (self.cdgt_config.wide_payoff == "own" and training):
+            return tf.sigmoid(logits)
+        wide = self._wide_logits(i, x, training)
+        if self.cdgt_config.wide_payoff == "joint":
+            return tf.sigmoid(logits + wide)
+        weight = self.cdgt_config.wide_weight
+        return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(wide)
+
+    def _adjusted(self, i: int, logits: tf.Tensor, training: bool) -> tf.Tensor:
+        """Training logits shifted by the logit adjustment (served logits are not)."""
         if training and self.cdgt_config.logit_adjustment > 0:
-            logits = logits + self.logit_shift[i]
-        return tf.sigmoid(logits)
+            return logits + self.logit_shift[i]
+        return logits
+
+    def _wide_logits(self, i: int, x: Any, training: bool) -> tf.Tensor:
+        if x is None:
+            raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
+        return self.wide_scale[i] * self.wide[i](x)
+
+    def wide_loss(self, i: int, x: Any, y: tf.Tensor) -> tf.Tensor:
+        """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), else 0: what the wide part
+        minimises beside the player's J_i (the two share no variable, so each part follows its own objective)."""
+        if self.wide[i] is None or self.cdgt_config.wide_payoff != "own":
+            return tf.constant(0.0)
+        probs = tf.sigmoid(self._adjusted(i, self._wide_logits(i, x, True), True))
+        own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
+        return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 
     def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
         contexts = self.contexts(inputs, training)

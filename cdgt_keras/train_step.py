@@ -74,7 +74,7 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
             ctx[i] = own_context(i)
             live = list(probs)
             live[i] = model.player_probs(i, ctx[i], x, training=True)
-            loss = -model.player_objective(i, y, live, ctx, beta) * scale
+            loss = (model.wide_loss(i, x, y) - model.player_objective(i, y, live, ctx, beta)) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
         if i < n - 1:  # later players see player i's new parameters
@@ -91,7 +91,8 @@ def simultaneous_gradients(model: CDGTModel, x: Any, y: tf.Tensor) -> tuple[list
     with tf.GradientTape(persistent=True) as tape:
         contexts = model.contexts(x, training=True)
         probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
-        players_loss = -tf.add_n([model.player_objective(i, y, probs, contexts, beta) for i in range(n)]) * scale
+        players_loss = tf.add_n([model.wide_loss(i, x, y) - model.player_objective(i, y, probs, contexts, beta)
+                                 for i in range(n)]) * scale
         terms = model.game(y, probs, contexts, beta)
         shared_loss = -terms.potential * scale
     groups = [model.player_variables(i) for i in range(n)]
@@ -124,7 +125,7 @@ def player_gradients(model: CDGTModel, x: Any, y: tf.Tensor, training: bool = Fa
         with tf.GradientTape() as tape:
             contexts = model.contexts(x, training=training)
             probs = [model.player_probs(j, c, x, training=training) for j, c in enumerate(contexts)]
-            value = model.player_objective(i, y, probs, contexts, beta)
+            value = model.player_objective(i, y, probs, contexts, beta) - model.wide_loss(i, x, y)
         out.append(tape.gradient(value, model.player_variables(i)))
     return out
 

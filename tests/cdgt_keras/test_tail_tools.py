@@ -74,3 +74,68 @@ def test_the_wide_part_learns_at_wide_learning_rate():
     head_step = np.abs(model.heads[0].blocks[-1].kernel.numpy() - head_before)
     np.testing.assert_allclose(wide_step.max(), 0.05, rtol=1e-3)
     np.testing.assert_allclose(head_step.max(), 1e-3, rtol=1e-3)
+
+
+def _batch(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    x = np.random.default_rng(seed).standard_normal((8, 6)).astype(np.float32)
+    y = (np.random.default_rng(seed + 1).random((8, 5)) < 0.3).astype(np.float32)
+    return x, y
+
+
+def test_an_own_payoff_wide_part_is_a_separate_linear_predictor_averaged_at_serving():
+    """wide_payoff="own": the game sees the deep head alone; the player answers (1 - w) deep + w wide."""
+    import tensorflow as tf
+
+    model = _model(wide="all", wide_payoff="own", wide_weight=0.3, prior_bias=True)
+    x, _ = _batch()
+    model(x)
+    for i in range(2):
+        model.wide[i].kernel.assign(np.random.default_rng(i).standard_normal(model.wide[i].kernel.shape))
+        context = model.contexts(x)[i]
+        deep = tf.sigmoid(model.heads[i](context)).numpy()
+        wide = 1 / (1 + np.exp(-(x @ model.wide[i].kernel.numpy() + model.wide[i].bias.numpy())))
+        np.testing.assert_allclose(model.player_probs(i, context, x, training=True).numpy(), deep, rtol=1e-5)
+        np.testing.assert_allclose(model.player_probs(i, context, x).numpy(), 0.7 * deep + 0.3 * wide, rtol=1e-5)
+        # the wide part's own biases start at its labels' prior odds, as the deep head's do
+        labels = model.layout.player_labels[i]
+        freq = np.maximum(FREQ[labels], 0.005)
+        np.testing.assert_allclose(model.wide[i].bias.numpy(), np.log(freq / (1 - freq)), rtol=1e-5)
+
+
+def test_an_own_payoff_wide_part_follows_the_gradient_of_its_own_bce():
+    """The wide part's gradient in a player's step is the logistic regression gradient X^T (p - y) / (B |L_i|),
+    hand-computed, and the deep head's gradient is the game's alone (the same as without the wide part)."""
+    import tensorflow as tf
+
+    x, y = _batch(3)
+    model = _model(wide="all", wide_payoff="own", alpha=0.0, beta=0.0)
+    plain = _model(alpha=0.0, beta=0.0)
+    model(x), plain(x)
+    plain.set_weights([w for w in model.get_weights()][:len(plain.get_weights())])
+    for i in range(2):
+        model.wide[i].kernel.assign(np.random.default_rng(i).standard_normal(model.wide[i].kernel.shape) * 0.1)
+        labels = model.layout.player_labels[i]
+        grads = {}
+        for name, m in (("own", model), ("plain", plain)):
+            with tf.GradientTape() as tape:
+                contexts = m.contexts(x, training=True)
+                probs = [m.player_probs(j, c, x, training=True) for j, c in enumerate(contexts)]
+                loss = m.wide_loss(i, x, tf.constant(y)) - m.player_objective(i, tf.constant(y), probs, contexts,
+                                                                               m.beta_now())
+            grads[name] = tape.gradient(loss, m.player_variables(i))
+        kernel, bias = model.wide[i].kernel.numpy(), model.wide[i].bias.numpy()
+        p = 1 / (1 + np.exp(-(x @ kernel + bias)))
+        expected = x.T @ (p - y[:, labels]) / (x.shape[0] * labels.size)
+        np.testing.assert_allclose(grads["own"][-2].numpy(), expected, rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(grads["own"][-1].numpy(), (p - y[:, labels]).mean(0) / labels.size, rtol=1e-4,
+                                   atol=1e-7)
+        for got, want in zip(grads["own"][:-2], grads["plain"]):  # the deep head: the game's gradient alone
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-8)
+
+
+def test_wide_weight_is_bounded():
+    with pytest.raises(ValueError, match="wide_weight"):
+        CDGTConfig(wide_weight=1.5)
+    with pytest.raises(ValueError, match="wide_payoff"):
+        CDGTConfig(wide_payoff="sum")
+    assert CDGTConfig.preset("paper").wide_payoff == "joint"
