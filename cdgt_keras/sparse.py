@@ -1,8 +1,8 @@
 """Sparse-input training whose step costs what the batch's non-zeros cost, not the vocabulary.
 
-- `SparseDense`: keras.layers.Dense that multiplies a tf.SparseTensor batch by its kernel as a gather of the
-  rows of the present features and a per-example sum. Its kernel gradient is a tf.IndexedSlices over those rows
-  (Keras' own Dense uses sparse_dense_matmul, whose kernel gradient is a dense [V, H] matrix every step).
+- `SparseDense`: keras.layers.Dense that multiplies a tf.SparseTensor batch by its kernel through the rows of the
+  batch's distinct features only (`sparse_matmul`). Its kernel gradient is a tf.IndexedSlices over those rows
+  (Keras' own Dense uses sparse_dense_matmul on the whole kernel, whose gradient is a dense [V, H] matrix).
 - `InputDropout`: dropout of the input's entries (a tf.SparseTensor's stored values, or a dense input's cells).
 - `LazyAdam`: keras.optimizers.Adam that updates only the rows an IndexedSlices gradient names (the moments of
   absent rows are left as they are, as TF Addons' LazyAdam); dense gradients take Keras' Adam unchanged.
@@ -29,10 +29,16 @@ def _kernel_tensor(kernel: Any) -> Any:
 
 
 def sparse_matmul(x: tf.SparseTensor, kernel: Any) -> tf.Tensor:
-    """x [B, V] (sparse) @ kernel [V, H] as gather + segment sum: gradient rows only where x has entries."""
-    rows, cols = x.indices[:, 0], x.indices[:, 1]
-    gathered = tf.gather(_kernel_tensor(kernel), cols) * tf.cast(x.values, tf.float32)[:, tf.newaxis]
-    return tf.math.unsorted_segment_sum(gathered, rows, tf.cast(x.dense_shape[0], tf.int32))
+    """x [B, V] (sparse) @ kernel [V, H], through the U distinct features of the batch: their kernel rows
+    [U, H] are gathered once and multiplied by x with its columns renumbered 0..U-1 ([B, U], sparse). The
+    gradient is then one [U, H] block of row slices (tf.IndexedSlices, each row once), and no [nnz, H] tensor
+    is made, forward or backward: on debtags' batches (256 documents, 22k entries, 100k x 512 kernel) the
+    forward and backward take about a tenth of the time of a gather of every entry's row and a per-example sum.
+    """
+    cols, position = tf.unique(x.indices[:, 1])
+    local = tf.SparseTensor(tf.stack([x.indices[:, 0], tf.cast(position, tf.int64)], axis=1),
+                            tf.cast(x.values, tf.float32), tf.stack([x.dense_shape[0], tf.size(cols, tf.int64)]))
+    return tf.sparse.sparse_dense_matmul(local, tf.gather(_kernel_tensor(kernel), cols))
 
 
 @keras.saving.register_keras_serializable(package="cdgt")
@@ -101,7 +107,9 @@ class LazyAdam(keras.optimizers.Adam):
         m, v = self._momentums[index], self._velocities[index]
         m_rows = beta_1 * tf.gather(_kernel_tensor(m), rows) + (1 - beta_1) * values
         v_rows = beta_2 * tf.gather(_kernel_tensor(v), rows) + (1 - beta_2) * tf.square(values)
-        shape = tf.shape(_kernel_tensor(variable), out_type=rows.dtype)
+        # The static shape: tf.shape() of the variable would read its whole value, and a scatter into a
+        # variable whose value is held by a read copies all of it first (a 100k x 512 kernel: 200 MB per step).
+        shape = tf.constant(tuple(variable.shape), dtype=rows.dtype)
         self.assign(m, tf.IndexedSlices(m_rows, rows, shape))
         self.assign(v, tf.IndexedSlices(v_rows, rows, shape))
         step_rows = alpha * m_rows / (tf.sqrt(v_rows) + self.epsilon)

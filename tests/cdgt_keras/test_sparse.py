@@ -26,6 +26,7 @@ def test_sparse_matmul_equals_the_dense_product_and_its_gradient_is_row_slices()
     np.testing.assert_allclose(out.numpy(), dense @ kernel.numpy(), rtol=1e-6, atol=1e-6)
     grad = tape.gradient(loss, kernel)
     assert isinstance(grad, tf.IndexedSlices)
+    assert sorted(grad.indices.numpy().tolist()) == [1, 2, 4]  # the batch's distinct features, each once
     expected = dense.T @ (2 * dense @ kernel.numpy())
     np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), expected, rtol=1e-5, atol=1e-5)
 
@@ -71,3 +72,13 @@ def test_lazy_adam_is_adam_on_dense_gradients():
         lazy.apply_gradients([(grad, a)])
         adam.apply_gradients([(grad, b)])
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_batch_without_any_feature_gives_zeros_and_a_gradient_of_no_rows():
+    empty = tf.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0]), [2, 6])
+    kernel = tf.Variable(np.ones((6, 3), np.float32))
+    with tf.GradientTape() as tape:
+        out = sparse_matmul(empty, kernel)
+        loss = tf.reduce_sum(out)
+    np.testing.assert_array_equal(out.numpy(), np.zeros((2, 3)))
+    assert tape.gradient(loss, kernel).values.shape[0] == 0
