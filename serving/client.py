@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from serving.requests import SPARSE_REQUEST_WIDTH, RequestError, answers, encode_inputs, input_kind
+from serving.requests import OUTPUTS, SPARSE_REQUEST_WIDTH, RequestError, answers, encode_inputs, input_kind
 
 
 class ServingError(RuntimeError):
@@ -146,12 +146,15 @@ class GrpcClient:
                                "is it a cdgt export?")
         return {k: [d.size for d in v.tensor_shape.dim] for k, v in defs.signature_def[name].inputs.items()}
 
-    def predict(self, signature: str, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
-        """The signature's outputs for one batch (numpy arrays)."""
+    def predict(self, signature: str, inputs: dict[str, np.ndarray],
+                outputs: Sequence[str] = ()) -> dict[str, Any]:
+        """The signature's outputs for one batch (numpy arrays): only `outputs` when given (the request's
+        output_filter, so a model with many labels does not send its [batch, L] scores and decisions back)."""
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
 
         request = self._spec(predict_pb2.PredictRequest(), signature)
+        request.output_filter.extend(outputs)
         for key, value in inputs.items():
             request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
         response = self._call(self.stub.Predict, request)
@@ -181,7 +184,8 @@ def query(client: RestClient | GrpcClient, items: Sequence[Any], signature: str 
     results: list[dict[str, Any]] = []
     for start in range(0, len(items), batch_size):
         batch = encode_inputs(kind, items[start:start + batch_size], width, sparse_width=sparse_width)
-        outputs = client.predict(signature, batch)
+        outputs = client.predict(signature, batch, OUTPUTS) if isinstance(client, GrpcClient) else \
+            client.predict(signature, batch)  # TF Serving's REST API has no output filter
         try:
             results.extend(answers(outputs))
         except RequestError as err:

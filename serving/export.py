@@ -3,12 +3,17 @@
 Signatures:
 - `serving_default`: serialized tf.Examples (`examples`, string [None]) -> {"scores": fused probabilities [B, L]}.
   What TFMA (the pipeline's Evaluator) calls; keep it that way.
-- `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores > tuned thresholds), `labels` string
-  [B, M] (the names of the decided labels, best first, padded with ""), `top_k_labels` string [B, k] and
-  `top_k_scores` [B, k]. Inputs: `features` float [None, d] (dense); `text` string [None] (text);
-  `feature_ids` int64 [None, None] + `feature_values` float [None, None], padded with id -1 (sparse).
+- `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores > tuned thresholds), the decided
+  labels best first as `labels` string [B, M] (padded with ""), `label_ids` int64 [B, M] (padded with -1) and
+  `label_scores` [B, M] (padded with 0), M the batch's largest number of decided labels; the k best as
+  `top_k_labels` string [B, k], `top_k_ids` int64 [B, k] and `top_k_scores` [B, k]. Label names are looked up
+  only for the decided and the top k labels, so no string tensor is [B, L] (at 41k labels a [64, L] one is
+  2.6M strings); the decided ones come from the coordinates of scores > thresholds, not from sorting all L.
+  Inputs: `features` float [None, d] (dense); `text` string [None] (text); `feature_ids` int64 [None, None] +
+  `feature_values` float [None, None], padded with id -1 (sparse).
 - `classify` (method tensorflow/serving/classify, for TF Serving's `:classify`): `inputs` serialized tf.Examples ->
-  `classes` string [B, L] (the label names) and `scores` [B, L].
+  `classes` string [B, L] (the label names) and `scores` [B, L]: TF Serving's classification result lists every
+  class, so this one signature does build a [B, L] string tensor; at tens of thousands of labels use `predict`.
 - `transformed_labels`: serialized tf.Examples -> {"labels_multi_hot": float [B, L]}, for TFMA's label_key.
 Label names (a variable and `assets/labels.txt`), thresholds and the preprocessing (the Transform graph, or the
 featurizer of a `cdgt train` run) travel inside; `assets.extra/cdgt.json` repeats the facts for people.
@@ -56,15 +61,36 @@ class _ServingModule(tf.Module):
         self.label_file = tf.saved_model.Asset(label_file)
 
 
-def decided_labels(probs: tf.Tensor, thresholds: tf.Tensor, names: tf.Tensor) -> tf.Tensor:
-    """Names of the labels with score > threshold, best first, padded with "" to the batch's largest count."""
-    decisions = probs > thresholds[tf.newaxis, :]
-    order = tf.argsort(tf.where(decisions, probs, -1.0), axis=1, direction="DESCENDING", stable=True)
-    count = tf.reduce_sum(tf.cast(decisions, tf.int32), axis=1)
-    width = tf.reduce_max(tf.concat([count, [0]], axis=0))
-    ranked = tf.gather(names, order[:, :width])
-    keep = tf.range(width)[tf.newaxis, :] < count[:, tf.newaxis]
-    return tf.where(keep, ranked, tf.constant("", tf.string))
+def decided_outputs(probs: tf.Tensor, thresholds: tf.Tensor, names: tf.Tensor) -> dict[str, tf.Tensor]:
+    """`labels`, `label_ids` and `label_scores` [B, M]: the labels with score > threshold, best first (ties: the
+    lower id first), padded ("", -1, 0) to M, the batch's largest count. Cost: one comparison of [B, L], then
+    work on the decided entries only (a sort of their scores, a look-up of their names).
+
+    Example:
+        >>> out = decided_outputs(tf.constant([[0.2, 0.9, 0.7]]), tf.constant([0.5, 0.5, 0.5]),
+        ...                       tf.constant(["a", "b", "c"]))
+        >>> out["labels"].numpy().tolist(), out["label_ids"].numpy().tolist()
+        ([[b'b', b'c']], [[1, 2]])
+    """
+    hits = tf.where(probs > thresholds[tf.newaxis, :])  # [n, 2] (row, label), row-major: ids ascending per row
+    values = tf.gather_nd(probs, hits)
+    by_score = tf.argsort(values, direction="DESCENDING", stable=True)
+    order = tf.gather(by_score, tf.argsort(tf.gather(hits[:, 0], by_score), stable=True))  # by row, then score
+    rows, ids = tf.gather(hits[:, 0], order), tf.gather(hits[:, 1], order)
+    nrows = tf.shape(probs, out_type=tf.int64)[0]
+
+    def padded(flat: tf.Tensor, fill: Any) -> tf.Tensor:
+        return tf.RaggedTensor.from_value_rowids(flat, rows, nrows=nrows).to_tensor(default_value=fill)
+
+    return {"labels": padded(tf.gather(names, ids), ""), "label_ids": padded(ids, tf.constant(-1, tf.int64)),
+            "label_scores": padded(tf.gather(values, order), 0.0)}
+
+
+def top_k_outputs(probs: tf.Tensor, names: tf.Tensor, k: int) -> dict[str, tf.Tensor]:
+    """`top_k_ids` int64, `top_k_labels` and `top_k_scores` [B, k]: the k best labels per row (ties: lower id)."""
+    top = tf.math.top_k(probs, k=k)
+    return {"top_k_ids": tf.cast(top.indices, tf.int64), "top_k_labels": tf.gather(names, top.indices),
+            "top_k_scores": top.values}
 
 
 def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], thresholds: np.ndarray, *,
@@ -98,10 +124,9 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
         @tf.function(input_signature=predict_signature(feature_kind, raw_spec))
         def predict(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
             probs = scores(raw_from_inputs(feature_kind, raw_spec, *inputs))
-            top = tf.math.top_k(probs, k=k)
             return {"scores": probs, "decisions": tf.cast(probs > module.thresholds[tf.newaxis, :], tf.int32),
-                    "labels": decided_labels(probs, module.thresholds, module.label_names),
-                    "top_k_labels": tf.gather(module.label_names, top.indices), "top_k_scores": top.values}
+                    **decided_outputs(probs, module.thresholds, module.label_names),
+                    **top_k_outputs(probs, module.label_names, k)}
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
         def classify(inputs: tf.Tensor) -> dict[str, tf.Tensor]:

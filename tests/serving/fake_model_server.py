@@ -231,7 +231,12 @@ class _GrpcService(prediction_service_pb2_grpc.PredictionServiceServicer):
                                           "serving_default", inputs)
         except BadRequest as err:
             self._abort(context, err)
+        missing = sorted(set(request.output_filter) - set(outputs))
+        if missing:  # TF Serving: INVALID_ARGUMENT, output tensor alias not found in signature outputs
+            self._abort(context, BadRequest(f"output tensor alias not found in signature outputs: {missing}"))
         response = predict_pb2.PredictResponse()
         for key, value in outputs.items():
+            if request.output_filter and key not in request.output_filter:
+                continue
             response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
         return response

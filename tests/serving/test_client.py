@@ -57,6 +57,18 @@ def test_answers_over_the_wire_equal_the_in_process_answers(client_for, text_exp
     assert [r["labels"] for r in dense] == [r["labels"] for r in in_process(dense_export)]
 
 
+def test_grpc_asks_only_for_the_outputs_the_answers_read(server, dense_export):
+    """At large L the `predict` signature's dense scores and decisions are [batch, L]: gRPC leaves them out."""
+    from serving.requests import OUTPUTS, encode_inputs
+
+    client = GrpcClient(server.grpc_target, "vec")
+    batch = encode_inputs("dense", dense_export.inputs.tolist()[:2])
+    assert set(client.predict("predict", batch)) >= {"scores", "decisions", *OUTPUTS}
+    assert set(client.predict("predict", batch, OUTPUTS)) == set(OUTPUTS)
+    with pytest.raises(ServingError, match="output tensor alias not found"):
+        client.predict("predict", batch, ("no_such_output",))
+
+
 def test_unknown_model_and_signature_and_a_non_cdgt_signature_are_clear(client_for):
     with pytest.raises(ServingError, match=r"(HTTP 404|NOT_FOUND).*Servable not found.*nope"):
         query(client_for("nope"), ["x"])
