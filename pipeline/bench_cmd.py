@@ -22,8 +22,9 @@ profiles (--profile):
 
 data sets: yeast emotions bibtex corel5k delicious debtags deps synthetic, and -R variants NAME-R30 / NAME-R50
 (built once from $CDGT_DATA_DIR, default ../shared/data, into --cache-dir).
-methods: cdgt bce single_predictor no_curiosity focal asl rarity_bce paper omikuji libmultilabel, with config
-overrides in brackets: cdgt[alpha=0.3], cdgt[n_players=5,schedule=simultaneous], cdgt[head_hidden=512:256].
+methods: cdgt bce single_predictor no_curiosity focal asl rarity_bce paper, and the peers omikuji (Parabel),
+omikuji_bonsai, libmultilabel (one-vs-rest), libmultilabel_tree; config overrides in brackets: cdgt[alpha=0.3],
+cdgt[n_players=5,schedule=simultaneous], cdgt[head_hidden=512:256]. Every run records its wall times and peak RSS.
 
 examples:
   cdgt bench quality --profile quick

@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -104,23 +103,14 @@ def component_progress(show: Callable[[str], None], launcher_class: Any = None) 
         launcher_class.launch, launcher_class._run_executor = launch, run_executor
 
 
-@contextlib.contextmanager
-def _heartbeat(show: Callable[[str], None], node: str, every: float) -> Iterator[None]:
+def _heartbeat(show: Callable[[str], None], node: str, every: float) -> contextlib.AbstractContextManager[None]:
     """`NODE still running (N s)` every `every` seconds from a daemon thread until the block ends: a component
     whose own logs are silenced (or that has none) still shows it is alive."""
-    stop, started = threading.Event(), time.monotonic()
+    from pipeline.periodic import every as periodically
 
-    def beat() -> None:
-        while not stop.wait(every):
-            show(f"{node} still running ({time.monotonic() - started:.0f} s)")
-
-    thread = threading.Thread(target=beat, name=f"cdgt-heartbeat-{node}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    started = time.monotonic()
+    return periodically(every, lambda: show(f"{node} still running ({time.monotonic() - started:.0f} s)"),
+                        f"cdgt-heartbeat-{node}")
 
 
 @dataclass

@@ -3,7 +3,8 @@
 One concept per module:
     datasets     named data sets, built once into a cache with components' build, loaded with TF-IDF for text
     methods      named methods: CDGTConfig variants (presets / overrides) and the peers
-    peers        Omikuji (Parabel settings) and LibMultiLabel linear one-vs-rest behind one `fit_predict`
+    peers        Omikuji (Parabel, Bonsai settings) and LibMultiLabel (one-vs-rest, tree) behind one `fit_predict`
+    memory       a run's peak RSS (the kernel's high-water mark, reset at the run's start)
     measures     what one run records beyond cdgt_keras.metrics.report (specialisation, PR and long-tail curves)
     runner       one (dataset, method, seed) run -> one JSON file; resumable
     experiments  the named grids (main, sensitivity_*, rare, overhead, extras) and the profiles (quick, full)

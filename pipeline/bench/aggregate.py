@@ -40,8 +40,9 @@ class Summary:
 
 
 def flatten(result: dict[str, Any]) -> dict[str, float]:
-    """{"overall/micro_f1": ..., "tail/p_at_1": ..., "timing/train_seconds": ..., "timing/epoch_seconds": mean},
-    plus "grouped:overall/rare_f1" etc. for the reports under each other threshold rule."""
+    """{"overall/micro_f1": ..., "tail/p_at_1": ..., "timing/train_seconds": ..., "timing/epoch_seconds": mean,
+    "memory/peak_rss_mib": ...}, plus "grouped:overall/rare_f1" etc. for the reports under each other threshold
+    rule."""
     out = {f"{row}/{k}": float(v) for row, values in result.get("metrics", {}).items() for k, v in values.items()
            if v is not None}
     for mode, rows in result.get("metrics_by_thresholds", {}).items():
@@ -54,6 +55,7 @@ def flatten(result: dict[str, Any]) -> dict[str, float]:
             out[f"timing/{key}"] = float(np.mean(later)) if later else math.nan
         elif value is not None:
             out[f"timing/{key}"] = float(value)
+    out.update({f"memory/{k}": float(v) for k, v in result.get("memory", {}).items() if isinstance(v, (int, float))})
     return out
 
 

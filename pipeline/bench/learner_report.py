@@ -15,7 +15,8 @@ from pipeline.bench.features import format_rows
 
 LEARNER_COLUMNS = [("P@1", "overall/p_at_1"), ("P@5", "overall/p_at_5"), ("PSP@5", "overall/psp_at_5"),
                    ("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"), ("Rare-F1", "overall/rare_f1"),
-                   ("train s", "timing/train_seconds"), ("epochs", "timing/epochs_run")]
+                   ("train s", "timing/train_seconds"), ("peak RSS MiB", "memory/peak_rss_mib"),
+                   ("epochs", "timing/epochs_run")]
 
 
 def section_features(output: Path) -> list[str]:

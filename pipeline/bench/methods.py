@@ -24,7 +24,7 @@ from typing import Any
 
 from cdgt_keras.config import CDGTConfig, parse_assignments
 
-PEERS = ("omikuji", "libmultilabel")
+PEERS = ("omikuji", "omikuji_bonsai", "libmultilabel", "libmultilabel_tree")  # pipeline.bench.peers.PEERS
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Base:
     """A base method: what it is, how it is built (a preset and overrides, or a peer library)."""
 
     label: str
-    kind: str = "cdgt"  # cdgt | omikuji | libmultilabel
+    kind: str = "cdgt"  # cdgt, or a peer of PEERS
     preset: str | None = None
     overrides: tuple[str, ...] = ()
 
@@ -54,7 +54,10 @@ BASES: dict[str, Base] = {
                         "stop on P@5; shrunk thresholds)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
+    "omikuji_bonsai": Base("Omikuji 0.5.2, Bonsai settings (unbalanced 100-means, depth 3)", kind="omikuji_bonsai"),
     "libmultilabel": Base("LibMultiLabel 0.10.0 linear one-vs-rest (LIBLINEAR)", kind="libmultilabel"),
+    "libmultilabel_tree": Base("LibMultiLabel 0.10.0 tree (train_tree: degree 100, depth <= 10, beam 10)",
+                               kind="libmultilabel_tree"),
 }
 # Presets a plain "cdgt[...]" resolves to when its config equals theirs exactly (the research grid's finalist is
 # the shipped default: one name, one set of runs).

@@ -19,6 +19,7 @@ from pipeline.bench import plots
 from pipeline.bench.aggregate import Summary, aggregate, runs_of
 from pipeline.bench.experiments import EXPERIMENTS, expand
 from pipeline.bench.learner_report import LEARNER_COLUMNS, section_learner
+from pipeline.bench.methods import PEERS
 from pipeline.bench.research import section_research
 from pipeline.bench.runner import load_results
 from pipeline.bench.verdicts import all_verdicts, overhead_rows, pct
@@ -28,7 +29,10 @@ DECISIONS = [("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"),
              ("head F1", "head/micro_f1"), ("tail macro-F1", "tail/macro_f1"), ("mAP", "overall/map")]
 RANKING = [(f"{m}@{k}", f"overall/{key}_at_{k}") for m, key in (("P", "p"), ("nDCG", "ndcg"), ("PSP", "psp"))
            for k in (1, 3, 5)]
-COST = [("train s", "timing/train_seconds"), ("infer s", "timing/inference_seconds"), ("epochs", "timing/epochs_run")]
+PEAK_RSS = ("peak RSS MiB", "memory/peak_rss_mib")  # the run's peak RSS (pipeline.bench.memory)
+COST = [("train s", "timing/train_seconds"), PEAK_RSS, ("infer s", "timing/inference_seconds"),
+        ("epochs", "timing/epochs_run")]
+LOWER_IS_BETTER = ("timing/", "memory/")
 
 
 def _cell(summary: Summary | None, key: str) -> str:
@@ -37,6 +41,8 @@ def _cell(summary: Summary | None, key: str) -> str:
     m, s = summary.get(key)
     if key.startswith("timing/"):
         return f"{m:.0f}" if key.endswith("epochs_run") else f"{m:.1f} ± {s:.1f}"
+    if key.startswith("memory/"):
+        return f"{m:.0f} ± {s:.0f}"
     return pct(m, s)
 
 
@@ -121,12 +127,12 @@ def section_peers(table: Table) -> list[str]:
              "(~) marks a difference within the larger std; exact ties (e.g. both 0) are left out. Both sides' "
              "decisions (F1 metrics) are compared under ours' threshold rule (`recommended`: shrunk; the peer's "
              "run scored under it too; a run made before that rule existed has no F1 to compare).", ""]
-    datasets = sorted({d for d, r in table if r in ("omikuji", "libmultilabel")})
-    lines += [_command("main", datasets, 3, ["recommended", "rarity_bce", "omikuji", "libmultilabel"]), ""]
+    datasets = sorted({d for d, r in table if r in PEERS})
+    lines += [_command("main", datasets, 3, ["recommended", "rarity_bce", *PEERS]), ""]
     rows = []
     for d in datasets:
         for ours, rule in (("recommended", "shrunk"), ("rarity_bce", "per_label")):
-            for peer in ("omikuji", "libmultilabel"):
+            for peer in PEERS:
                 if (d, ours) in table and (d, peer) in table:
                     wins, losses = _compare(table[(d, ours)], table[(d, peer)], f"{rule}:")
                     rows.append([d, ours, peer, rule, ", ".join(wins) or "-", ", ".join(losses) or "-"])
@@ -139,11 +145,11 @@ def _compare(a: Summary, b: Summary, rule: str = "") -> tuple[list[str], list[st
     wins, losses = [], []
     decisions = [(name, rule + key) for name, key in DECISIONS]
     for name, key in [*decisions, *RANKING, ("train time", "timing/train_seconds"),
-                      ("inference time", "timing/inference_seconds")]:
+                      ("inference time", "timing/inference_seconds"), ("peak RSS", PEAK_RSS[1])]:
         (ma, sa), (mb, sb) = a.get(key), b.get(key)
         if math.isnan(ma) or math.isnan(mb) or ma == mb:  # not measured, or a tie (e.g. both 0)
             continue
-        better = ma < mb if key.startswith("timing/") else ma > mb
+        better = ma < mb if key.startswith(LOWER_IS_BETTER) else ma > mb
         label = name + (" (~)" if abs(ma - mb) <= max(sa, sb) else "")
         (wins if better else losses).append(label)
     return wins, losses
@@ -285,8 +291,13 @@ def _header(results: list[dict[str, Any]]) -> list[str]:
              "smoothed idf, L2 rows; dense: z-score; sparse: as stored). "
              "CD-GTMLL variants are `CDGTConfig` presets / overrides (each its own epochs, learning-rate schedule and "
              "early-stopping metric, patience 3, best weights restored). Omikuji: its defaults = Parabel's settings "
-             "(3 trees, balanced 2-means, leaves <= 100 labels, beam 10), scores of labels the beam does not reach "
-             "are 0. LibMultiLabel: one-vs-rest LIBLINEAR `-s 2 -B 1 -e 0.0001`, decision values through a sigmoid. "
+             "(3 trees, balanced 2-means, leaves <= 100 labels, beam 10); `omikuji_bonsai`: Bonsai's settings "
+             "(unbalanced 100-means, depth 3); scores of labels the beam does not reach are 0. LibMultiLabel: "
+             "one-vs-rest LIBLINEAR `-s 2 -B 1 -e 0.0001`, decision values through a sigmoid; "
+             "`libmultilabel_tree`: its tree model (degree 100, depth <= 10, beam 10). "
+             "Peak RSS: the benchmark process's peak resident memory during the run's training, scoring and "
+             "evaluation (the kernel's high-water mark, reset at the run's start; it includes what the process "
+             "already held: interpreter, TensorFlow, loaded data; each result file keeps that start figure too). "
              "Thresholds of every method tuned on validation by cdgt_keras.thresholds (per label, >= 5 validation "
              "positives, else global; `recommended` and rows that set `thresholds=` use their own rule).",
              ""]
@@ -300,7 +311,7 @@ def write_report(output: Path) -> list[Path]:
     results = load_results(output / "results")
     table = aggregate(results)
     plot_dir, written = output / "plots", []
-    main_rows = ("recommended", "cdgt", "bce", "rarity_bce", "no_curiosity", "focal", "asl", "omikuji", "libmultilabel")
+    main_rows = ("recommended", "cdgt", "bce", "rarity_bce", "no_curiosity", "focal", "asl", *PEERS)
     pngs = plots.tail_pr_plots(results, plot_dir, main_rows) + plots.long_tail_plots(results, plot_dir, main_rows)
     pngs += plots.disagreement_plots(results, plot_dir)
     ours = sorted({r["method"].get("row", r["method"]["name"]) for r in results if r["method"].get("kind") == "cdgt"})

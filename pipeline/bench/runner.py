@@ -3,7 +3,9 @@
 A run whose file exists is skipped unless `force`; files are written atomically (*.tmp, then renamed), so an
 interrupted benchmark leaves no half-written result. The file holds the config, the data's sha256 (from the
 build manifest), package versions, the machine, every metric of cdgt_keras.metrics.report (overall / head /
-tail), training and inference time, and for CD-GTMLL the game's history and the players' specialisation.
+tail), training and inference time, the peak RSS of training, scoring and evaluation (`memory`:
+pipeline.bench.memory, the process's kernel high-water mark reset at the run's start, with the RSS the run started
+from), and for CD-GTMLL the game's history and the players' specialisation.
 
 Example:
     >>> spec = RunSpec("yeast", resolve("cdgt"), seed=0)  # doctest: +SKIP
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import json
 import sys
 import time
@@ -26,6 +29,7 @@ import numpy as np
 
 from pipeline.bench.datasets import BenchData, load_dataset
 from pipeline.bench.environment import environment
+from pipeline.bench.memory import peak_rss
 from pipeline.bench.methods import Method, resolve
 
 SCHEMA = 1
@@ -65,7 +69,10 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
         if not available(spec.method.kind):
             return "unavailable"
     data = load_dataset(spec.dataset, root, cache_dir)
-    body = _run_cdgt(spec, data) if spec.method.kind == "cdgt" else _run_peer(spec, data)
+    _import_libraries(spec.method.kind)
+    with peak_rss() as memory:
+        body = _run_cdgt(spec, data) if spec.method.kind == "cdgt" else _run_peer(spec, data)
+    body["memory"] = memory.as_dict()
     result = {"schema": SCHEMA, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "command": " ".join(["cdgt", *sys.argv[1:]]) if sys.argv else "",
               "dataset": {"name": data.name, "sources": data.sources, **data.facts},
@@ -74,6 +81,20 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
               "seed": spec.seed, **body, "environment": environment()}
     write_json(path, result)
     return "done"
+
+
+RUN_MODULES = {"cdgt": ("keras", "cdgt_keras.model", "cdgt_keras.evaluation", "pipeline.bench.measures",
+                        "pipeline.train")}
+
+
+def _import_libraries(kind: str) -> None:
+    """Import what a run of `kind` uses before its memory is measured: the first run of a kind would otherwise
+    count the libraries' import (a few hundred MiB for TensorFlow) that every later run finds loaded."""
+    from pipeline.bench.peers import peer
+
+    modules = RUN_MODULES["cdgt"] if kind == "cdgt" else ("cdgt_keras.evaluation", peer(kind).package)
+    for module in modules:
+        importlib.import_module(module)
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -139,15 +160,14 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
 
 
 def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
-    from pipeline.bench.peers import LIBLINEAR_OPTIONS, OMIKUJI_BEAM, fit_predict
+    from pipeline.bench.peers import fit_predict, peer
 
     config = spec.method.config(spec.seed)
-    out = fit_predict(spec.method.kind, data.splits)
+    out = fit_predict(spec.method.kind, data.splits, spec.seed)
     body = _evaluate(config, data, out.validation_scores, out.test_scores)
     body.pop("_thresholds"), body.pop("_head_tail")
     body["timing"] = {"train_seconds": out.train_seconds, "inference_seconds": out.inference_seconds}
-    settings = (f"liblinear {LIBLINEAR_OPTIONS}" if spec.method.kind == "libmultilabel"
-                else f"Omikuji defaults (Parabel settings), beam {OMIKUJI_BEAM}")
+    settings = peer(spec.method.kind).settings
     return {"config": {"peer": spec.method.kind, "settings": settings, "thresholds": config.thresholds,
                        "min_threshold_positives": config.min_threshold_positives,
                        "threshold_prior": config.threshold_prior}, **body}

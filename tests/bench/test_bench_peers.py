@@ -1,0 +1,99 @@
+"""Bench peers at scale (issue 14): Omikuji's Bonsai settings and LibMultiLabel's tree as peer methods, and every
+run's peak RSS beside its wall time, in the result file and the report's tables. Tiny data only (the embedded
+synthetic set)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from pipeline.bench import memory
+from pipeline.bench.memory import peak_rss
+from pipeline.bench.methods import PEERS, resolve
+from pipeline.bench.report import write_report
+from pipeline.bench.runner import RunSpec, run
+
+MIB = 1 << 20
+
+
+def test_peak_rss_is_the_runs_own_peak_not_the_processs():
+    """ru_maxrss would give the second block the first block's 200 MiB; the reset high-water mark does not."""
+    with peak_rss() as big:
+        block = b"x" * (200 * MIB)
+        del block
+    with peak_rss() as small:
+        block = b"x" * (40 * MIB)
+        del block
+    assert big.how == memory.KERNEL and small.how == memory.KERNEL
+    assert big.peak_rss_mib - big.start_rss_mib >= 190
+    assert 38 <= small.peak_rss_mib - small.start_rss_mib < 120
+
+
+def test_peak_rss_samples_where_the_high_water_mark_cannot_be_reset(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "CLEAR_REFS", tmp_path / "no-such-dir" / "clear_refs")
+    with peak_rss() as sampled:
+        block = b"x" * (100 * MIB)
+        time.sleep(0.2)  # several sampling periods
+        del block
+    assert sampled.how == memory.SAMPLED
+    assert sampled.peak_rss_mib - sampled.start_rss_mib >= 95
+
+
+def test_peer_names_resolve_and_take_no_overrides():
+    from pipeline.bench.peers import PEERS as PEER_METHODS
+    from pipeline.bench.peers import peer
+
+    assert set(PEERS) == set(PEER_METHODS) >= {"omikuji_bonsai", "libmultilabel_tree"}
+    assert resolve("omikuji_bonsai").kind == "omikuji_bonsai"
+    assert "cluster_k=100, cluster_balanced=False, max_depth=3" in peer("omikuji_bonsai").settings
+    with pytest.raises(ValueError, match="peers take no overrides"):
+        resolve("omikuji_bonsai[max_depth=2]")
+    with pytest.raises(ValueError, match="unknown peer 'bonsai'"):
+        peer("bonsai")
+
+
+@pytest.fixture(scope="module")
+def synthetic_runs(tmp_path_factory):
+    """Every installed peer and one short run of ours on the embedded synthetic set, in one results folder."""
+    from pipeline.bench.peers import available
+
+    output = tmp_path_factory.mktemp("bench")
+    specs = [RunSpec("synthetic", resolve(p), 0) for p in PEERS if available(p)]
+    specs.append(RunSpec("synthetic", resolve("rarity_bce[epochs=1,min_steps_per_epoch=1]"), 0, row="rarity_bce"))
+    for spec in specs:
+        assert run(spec, output / "results") == "done"
+    return output, {spec.row or spec.method.name: json.loads(spec.path(output / "results").read_text())
+                    for spec in specs}
+
+
+def test_every_run_records_its_peak_rss_beside_its_wall_time(synthetic_runs):
+    _, results = synthetic_runs
+    assert {"omikuji_bonsai", "libmultilabel_tree", "rarity_bce"} <= set(results)
+    for name, result in results.items():
+        mem = result["memory"]
+        assert mem["how"] == memory.KERNEL, name
+        assert 0 < mem["start_rss_mib"] <= mem["peak_rss_mib"], name
+        assert result["timing"]["train_seconds"] > 0, name
+        if name != "rarity_bce":  # ours trains one short epoch here; the synthetic set is easy for every peer
+            assert result["metrics"]["overall"]["p_at_1"] > 0.5, name
+    ours = results["rarity_bce"]
+    assert ours["memory"]["start_rss_mib"] > 200  # TensorFlow was imported before the run was measured
+    assert results["omikuji_bonsai"]["config"]["settings"].startswith("Omikuji, Bonsai settings")
+    assert results["libmultilabel_tree"]["config"]["settings"].startswith("LibMultiLabel train_tree")
+
+
+def test_the_report_shows_peak_rss_next_to_train_seconds(synthetic_runs):
+    output, results = synthetic_runs
+    write_report(output)
+    lines = (output / "REPORT.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| method | Micro-F1 |"))
+    assert "| train s | peak RSS MiB | infer s |" in header
+    row = next(line for line in lines if line.startswith("| omikuji |"))  # the main table's peer row
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    column = [c.strip() for c in header.strip("|").split("|")].index("peak RSS MiB")
+    assert cells[column] == f"{results['omikuji']['memory']['peak_rss_mib']:.0f} ± 0"
+    peers = [line for line in lines if line.startswith("| synthetic | rarity_bce | ")]
+    assert {line.split("|")[3].strip() for line in peers} >= {"omikuji_bonsai", "libmultilabel_tree"}
+    assert any("peak RSS" in line for line in peers)  # compared as a cost, lower is better
