@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.bench.methods import resolve
+from pipeline.bench.methods import PEERS, resolve
 from pipeline.bench.runner import RunSpec
 
 BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
-PEERS = ("omikuji", "libmultilabel")
 SMALL = ("yeast", "emotions", "bibtex", "corel5k")
 FIXED_EPOCHS = "early_stopping_patience=0,epochs=5"  # overhead runs: the same number of epochs for every N
 
