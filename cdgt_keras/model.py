@@ -49,13 +49,14 @@ class CDGTModel(keras.Model):
         self.player_encoders = [] if cfg.shared_encoder else [
             MLP(cfg.encoder_hidden, activation=act, dropout=drop, input_dropout=inputs, name=f"player{i + 1}_encoder")
             for i in range(n)]
-        bias = _prior_odds(self.label_freq) if cfg.prior_bias else np.zeros(self.label_freq.size, np.float32)
+        odds = _prior_odds(self.label_freq)
+        bias = odds if cfg.prior_bias else np.zeros(self.label_freq.size, np.float32)
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
                           output_bias=bias[labels], name=f"player{i + 1}_head")
                       for i, labels in enumerate(self.layout.player_labels)]
         own = cfg.wide_payoff == "own"
         self.wide = [SparseDense(int(labels.size), use_bias=own, kernel_initializer="zeros",
-                                 bias_initializer=keras.initializers.Constant(_prior_odds(self.label_freq)[labels]),
+                                 bias_initializer=keras.initializers.Constant(odds[labels]),
                                  name=f"player{i + 1}_wide") if _is_wide(cfg, i) else None
                      for i, labels in enumerate(self.layout.player_labels)]
         # The wide part's logits are scale * (x @ V): under Adam, whose step ignores a gradient's scale, V moving
@@ -148,7 +149,7 @@ class CDGTModel(keras.Model):
         logits = self._adjusted(i, self.heads[i](context, training=training), training)
         if self.wide[i] is None or (self.cdgt_config.wide_payoff == "own" and training):
             return tf.sigmoid(logits)
-        wide = self._wide_logits(i, x, training)
+        wide = self._wide_logits(i, x)
         if self.cdgt_config.wide_payoff == "joint":
             return tf.sigmoid(logits + wide)
         weight = self.cdgt_config.wide_weight
@@ -160,7 +161,7 @@ class CDGTModel(keras.Model):
             return logits + self.logit_shift[i]
         return logits
 
-    def _wide_logits(self, i: int, x: Any, training: bool) -> tf.Tensor:
+    def _wide_logits(self, i: int, x: Any) -> tf.Tensor:
         if x is None:
             raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
         return self.wide_scale[i] * self.wide[i](x)
@@ -170,7 +171,7 @@ class CDGTModel(keras.Model):
         minimises beside the player's J_i (the two share no variable, so each part follows its own objective)."""
         if self.wide[i] is None or self.cdgt_config.wide_payoff != "own":
             return tf.constant(0.0)
-        probs = tf.sigmoid(self._adjusted(i, self._wide_logits(i, x, True), True))
+        probs = tf.sigmoid(self._adjusted(i, self._wide_logits(i, x), True))
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 
