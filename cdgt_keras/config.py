@@ -32,6 +32,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "thresholds": ("fixed", "global", "per_label", "grouped", "shrunk"),
     "activation": ("relu", "gelu", "tanh", "swish"),
     "lr_schedule": ("constant", "cosine"),
+    "encoder_optimizer": ("adam", "adagrad"),
     "early_stopping_metric": ("payoff", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail"),
@@ -86,6 +87,11 @@ class CDGTConfig:
     schedule: str = "cyclic"
     learning_rate: float = 1e-3
     player_learning_rates: tuple[float, ...] = ()
+    # The shared encoder's optimizer, on the rows of its first layer that a batch touches. "adam": Adam (LazyAdam).
+    # "adagrad": Adagrad, whose step on a row shrinks with that row's own squared gradients, so a rare input
+    # feature keeps a large step while frequent ones settle; its row update is one fused TF kernel.
+    encoder_optimizer: str = "adam"
+    encoder_learning_rate: float = 0.0  # the encoder's base step; 0: `learning_rate`
     batch_size: int = 256
     epochs: int = 20
     # An epoch is one pass over the training split, or at least `min_steps_per_epoch` steps (several passes) on a
@@ -180,6 +186,7 @@ class CDGTConfig:
         _check(0.0 < self.core_weight <= 1.0, "core_weight", self.core_weight, "a number in (0, 1]")
         _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
+        _check(self.encoder_learning_rate >= 0.0, "encoder_learning_rate", self.encoder_learning_rate, "a number >= 0")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(
@@ -209,6 +216,10 @@ class CDGTConfig:
         _check(self.psp_a > 0 and self.psp_b > 0, "psp_a/psp_b", (self.psp_a, self.psp_b), "positive numbers")
         _check(not self.preset_name or self.preset_name in PRESETS, "preset", self.preset_name,
                f"one of {sorted(PRESETS)}")
+
+    def encoder_rate(self) -> float:
+        """The shared encoder's base learning rate: `encoder_learning_rate` if set, else `learning_rate`."""
+        return self.encoder_learning_rate or self.learning_rate
 
     def player_learning_rate(self, player: int) -> float:
         """Learning rate eta_i of player i (0-based): its own if given, else the shared one."""

@@ -1,8 +1,8 @@
 """How a CDGTModel is trained, for every path (`cdgt train`, the bench, the TFX Trainer): its optimizers, the
 learning-rate schedule, the validation ranking monitor and early stopping with best weights.
 
-- `build_trainable(config, label_freq)`: a compiled CDGTModel (LazyAdam for the shared encoder; the players
-  make their own).
+- `build_trainable(config, label_freq)`: a compiled CDGTModel (the shared encoder's optimizer is
+  `encoder_optimizer(config)`: LazyAdam or SparseAdagrad; the players make their own).
 - `StepSchedule`: every optimizer's learning rate as base x m(step): m rises linearly over the first
   `warmup_fraction` of the steps, then stays 1 (`lr_schedule="constant"`) or follows a cosine to 0 ("cosine").
 - `RankingMonitor`: each epoch, P@k / PSP@k / nDCG@k of the validation split, added to the logs as `val_<name>`.
@@ -49,13 +49,28 @@ def epoch_steps(num_train: int, config: CDGTConfig) -> tuple[int, int]:
     return per_pass, max(per_pass, config.min_steps_per_epoch)
 
 
+def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
+    """The shared encoder's optimizer (`config.encoder_optimizer`), at its base rate `config.encoder_rate()`.
+    Both update only the rows of the sparse first layer that a batch touches. Adagrad's accumulators start at 0,
+    so a row's first step is `rate` whatever the scale of its gradient (as Adam's is), then shrinks as 1/sqrt of
+    the row's summed squared gradients.
+
+        >>> type(encoder_optimizer(CDGTConfig(encoder_optimizer="adagrad"))).__name__
+        'SparseAdagrad'
+    """
+    from cdgt_keras.sparse import LazyAdam, SparseAdagrad
+
+    if config.encoder_optimizer == "adagrad":
+        return SparseAdagrad(config.encoder_rate(), initial_accumulator_value=0.0)
+    return LazyAdam(config.encoder_rate())
+
+
 def build_trainable(config: CDGTConfig, label_freq: np.ndarray) -> Any:
-    """A compiled CDGTModel; the shared encoder's optimizer is LazyAdam (sparse rows update lazily)."""
+    """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`."""
     from cdgt_keras.model import CDGTModel
-    from cdgt_keras.sparse import LazyAdam
 
     model = CDGTModel(config, label_freq)
-    model.compile(optimizer=LazyAdam(config.learning_rate), jit_compile=False)
+    model.compile(optimizer=encoder_optimizer(config), jit_compile=False)
     return model
 
 
@@ -69,7 +84,7 @@ class StepSchedule(keras.callbacks.Callback):
 
     def _optimizers(self) -> list[tuple[Any, float]]:
         model = self.model
-        pairs = [(model.optimizer, self.config.learning_rate)]
+        pairs = [(model.optimizer, self.config.encoder_rate())]
         pairs += [(opt, self.config.player_learning_rate(i)) for i, opt in enumerate(model.player_optimizers)]
         return pairs
 

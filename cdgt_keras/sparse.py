@@ -6,6 +6,7 @@
 - `InputDropout`: dropout of the input's entries (a tf.SparseTensor's stored values, or a dense input's cells).
 - `LazyAdam`: keras.optimizers.Adam that updates only the rows an IndexedSlices gradient names (the moments of
   absent rows are left as they are, as TF Addons' LazyAdam); dense gradients take Keras' Adam unchanged.
+- `SparseAdagrad`: Adagrad through TF's fused kernels, on the named rows only for a tf.IndexedSlices gradient.
 
 Example:
     >>> layer = SparseDense(4)
@@ -114,4 +115,39 @@ class LazyAdam(keras.optimizers.Adam):
         self.assign(v, tf.IndexedSlices(v_rows, rows, shape))
         step_rows = alpha * m_rows / (tf.sqrt(v_rows) + self.epsilon)
         self.assign_sub(variable, tf.IndexedSlices(step_rows, rows, shape))
+        return None
+
+
+@keras.saving.register_keras_serializable(package="cdgt")
+class SparseAdagrad(keras.optimizers.Adagrad):
+    """Adagrad whose every update is one fused TF kernel (ResourceApplyAdagradV2, or ResourceSparseApplyAdagradV2
+    on the rows a tf.IndexedSlices gradient names, duplicates summed first):
+
+        accumulator += g ** 2;    variable -= learning_rate * g / (sqrt(accumulator) + epsilon)
+
+    A row's step shrinks with its own accumulated gradient, so the first layer's rows of rare input features keep
+    a large step while frequent ones settle (the reason sparse models train their embeddings with Adagrad). The
+    fused kernel updates a batch's rows in one pass: about a fifth of LazyAdam's gathers, arithmetic and scatters
+    on debtags' 11k rows of 512 (`cdgt bench profile`).
+
+        >>> var = keras.Variable([[1.0], [1.0]])
+        >>> opt = SparseAdagrad(0.5, initial_accumulator_value=0.0, epsilon=0.0)
+        >>> _ = opt.apply_gradients([(tf.IndexedSlices(tf.constant([[2.0]]), tf.constant([1])), var)])
+        >>> [float(w) for w in var.numpy().ravel()]    # row 1: 1 - 0.5 * 2 / sqrt(4); row 0 untouched
+        [1.0, 0.5]
+    """
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        accumulator = self._accumulators[self._get_variable_index(variable)]
+        lr = tf.cast(learning_rate, variable.dtype)
+        epsilon = tf.cast(self.epsilon, variable.dtype)
+        var_handle, acc_handle = _kernel_tensor(variable).handle, _kernel_tensor(accumulator).handle
+        if not isinstance(gradient, tf.IndexedSlices):
+            tf.raw_ops.ResourceApplyAdagradV2(var=var_handle, accum=acc_handle, lr=lr, epsilon=epsilon,
+                                              grad=tf.cast(gradient, variable.dtype))
+            return None
+        rows, position = tf.unique(gradient.indices)
+        values = tf.math.unsorted_segment_sum(tf.cast(gradient.values, variable.dtype), position, tf.size(rows))
+        tf.raw_ops.ResourceSparseApplyAdagradV2(var=var_handle, accum=acc_handle, lr=lr, epsilon=epsilon,
+                                                grad=values, indices=rows)
         return None

@@ -101,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prof = commands.add_parser(
         "profile", help="where a training step's time goes (forward, backward, updates; sparse vs dense road)",
         description="Time the forward pass, forward + backward and the full training step per batch of a data "
-                    "set's training split, on the sparse road (SparseDense + LazyAdam, what cdgt trains with) and "
-                    "on Keras' dense road (Dense + Adam), and print seconds per batch and per epoch.")
+                    "set's training split, on the sparse road (SparseDense + the encoder's optimizer, what cdgt "
+                    "trains with) and on Keras' dense road (Dense + Adam), and print seconds per batch and per epoch.")
     prof.add_argument("--dataset", default="debtags", metavar="NAME", help="a bench data set (default debtags)")
     add_config_arguments(prof)  # --config, --preset, --set: the one road into CDGTConfig
     prof.add_argument("--batches", type=int, default=30, metavar="N", help="batches timed per road (default 30)")

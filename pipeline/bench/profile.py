@@ -4,7 +4,7 @@ For one config it times, per batch of the training split (after a warm-up batch)
 model, forward + backward (every gradient the step takes, no update), and the full training step (the game's
 updates included). Their differences are the backward pass and the optimizers' updates. The same is timed on the
 dense road (Keras' Dense: sparse_dense_matmul with a dense [V, H] kernel gradient, and Keras' Adam) so the gain of
-the sparse road (SparseDense + LazyAdam) is measured, not assumed.
+the sparse road (SparseDense + the config's encoder optimizer, LazyAdam or SparseAdagrad) is measured, not assumed.
 
 Example:
     >>> rows = profile_steps("debtags", CDGTConfig.preset("recommended"), batches=30)  # doctest: +SKIP
@@ -92,7 +92,9 @@ def profile_steps(dataset: str, config: CDGTConfig, batches: int = 30) -> list[d
     train = data.splits["train"]
     per_epoch = int(np.ceil(train.num_examples / config.batch_size))
     rows = []
-    for road, dense in (("sparse road (SparseDense + LazyAdam)", False), ("dense road (Keras Dense + Adam)", True)):
+    encoder_opt = "SparseAdagrad" if config.encoder_optimizer == "adagrad" else "LazyAdam"
+    sparse_road = f"sparse road (SparseDense + {encoder_opt})"
+    for road, dense in ((sparse_road, False), ("dense road (Keras Dense + Adam)", True)):
         times = profile_road(data, config, batches, dense)
         rows.append({"road": road, **times, "backward": times["forward_backward"] - times["forward"],
                      "updates": times["train_step"] - times["forward_backward"],
