@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from cdgt_keras import objectives as obj
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.fusion import flatten_players
 from cdgt_keras.layout import PlayerLayout
 
 
@@ -57,9 +56,16 @@ class Game:
         self.config, self.num_labels = config, layout.num_labels
         self.rarity_w = tf.constant(obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip))
         self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in layout.player_labels]
-        self.overlap_pos = [tf.constant(p, dtype=tf.int32) for p in layout.overlap_positions]
-        self.peer_idx = [tf.constant(p) for p in layout.peer_index]
-        self.peer_msk = [tf.constant(p) for p in layout.peer_mask]
+        # Column gathers of [B, L] tensors and their gradients (transposed copies, segment sums) were a large
+        # share of a step at 18.6k labels: the same sums and selections as products with static tables.
+        self.player_mask = [tf.constant(np.isin(np.arange(layout.num_labels), p).astype(np.float32))
+                            for p in layout.player_labels]
+        self.own_select = [_selection(pos, np.ones(pos.size, np.float32), int(p.size))
+                           for pos, p in zip(layout.overlap_positions, layout.player_labels)]
+        self.peer_matrix = [_peer_matrix(idx, msk, layout.flat_size)
+                            for idx, msk in zip(layout.peer_index, layout.peer_mask)]
+        # beta = 0 throughout: the disagreement is logged, but its gradient (beta times it) is 0, so not taken
+        self.disagreement_idle = config.beta == 0.0 and config.beta_schedule == "constant"
         upper = [layout.upper_half[labels] for labels in layout.overlap_labels]
         self.overlap_upper = tf.constant(np.concatenate(upper).astype(np.float32) if upper else np.zeros(0, np.float32))
 
@@ -69,32 +75,40 @@ class Game:
         return obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
                           asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
 
-    def curiosity_parts(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
-                        peer_flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
-        """Player i's rarity part, disagreement part (before beta), and (own, peers) probabilities [B, |O_i|]."""
+    def curiosity_parts(self, i: int, weighted: tf.Tensor, probs: list[tf.Tensor],
+                        flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+        """Player i's rarity part, disagreement part (before beta), and (own, peers) probabilities [B, |O_i|].
+
+        `weighted`: w * c [B, L] (`weighted_correctness`); `flat`: the players' probabilities concatenated."""
         cfg = self.config
-        weighted = obj.correctness(y, fused, cfg.correctness) * self.rarity_w
-        rarity = obj.rarity_part(weighted, self.player_label_ids[i], self.num_labels)
-        own = tf.gather(probs[i], self.overlap_pos[i], axis=1)
-        peers = obj.peer_mean(peer_flat, self.peer_idx[i], self.peer_msk[i])
+        rarity = obj.masked_rarity_part(weighted, self.player_mask[i], self.num_labels)
+        own = tf.sparse.sparse_dense_matmul(probs[i], self.own_select[i])
+        peers = tf.sparse.sparse_dense_matmul(flat, self.peer_matrix[i])  # the peers' mean (peer_mean)
         values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
-        return rarity, obj.disagreement_part(values, self.num_labels), (own, peers)
+        part = obj.disagreement_part(values, self.num_labels)
+        return rarity, tf.stop_gradient(part) if self.disagreement_idle else part, (own, peers)
+
+    def weighted_correctness(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
+        """w_l * c_l [B, L], what every player's rarity part sums over its own labels."""
+        return obj.correctness(y, fused, self.config.correctness) * self.rarity_w
 
     def player_objective(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
                          beta: tf.Tensor) -> tf.Tensor:
         """J_i = R + alpha * C_i at `fused` = the fusion of `probs` (the caller holds the other players fixed)."""
         value = self.payoff(y, fused)
         if self.config.alpha > 0:
-            rarity, dis, _ = self.curiosity_parts(i, y, fused, probs, flatten_players(probs))
+            weighted = self.weighted_correctness(y, fused)
+            rarity, dis, _ = self.curiosity_parts(i, weighted, probs, tf.concat(probs, axis=1))
             value += self.config.alpha * (rarity + beta * dis)
         return value
 
     def terms(self, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
         """Every term at the given outputs, differentiable everywhere (`fused` = the fusion of `probs`)."""
-        alpha, R, flat = self.config.alpha, self.payoff(y, fused), flatten_players(probs)
+        alpha, R, flat = self.config.alpha, self.payoff(y, fused), tf.concat(probs, axis=1)
+        weighted = self.weighted_correctness(y, fused)
         rarity, dis, curiosity, pairs = [], [], [], []
         for i in range(len(probs)):
-            r, d, pair = self.curiosity_parts(i, y, fused, probs, flat)
+            r, d, pair = self.curiosity_parts(i, weighted, probs, flat)
             rarity.append(r)
             dis.append(d)
             curiosity.append(r + beta * d)
@@ -104,6 +118,24 @@ class Game:
             payoff=R, rarity=tuple(rarity), disagreement=tuple(dis), curiosity=tuple(curiosity),
             objective=tuple(R + alpha * c for c in curiosity), potential=R + alpha * tf.add_n(curiosity),
             kl_head=_masked_mean(kl, self.overlap_upper), kl_tail=_masked_mean(kl, 1.0 - self.overlap_upper))
+
+
+def _selection(rows: np.ndarray, values: np.ndarray, height: int) -> tf.SparseTensor:
+    """[height, len(rows)] with values[j] at (rows[j], j): x @ it = x[:, rows] * values."""
+    rows = np.asarray(rows, np.int64)
+    indices = np.stack([rows, np.arange(rows.size, dtype=np.int64)], axis=1).reshape(-1, 2)
+    return tf.sparse.reorder(tf.SparseTensor(indices, np.asarray(values, np.float32), [height, rows.size]))
+
+
+def _peer_matrix(peer_index: np.ndarray, peer_mask: np.ndarray, flat_size: int) -> tf.SparseTensor:
+    """[flat_size, |O_i|]: column o holds 1/k at the flat positions of the k other players covering label o, so
+    that flat @ it is `objectives.peer_mean` (padding slots, masked, are left out)."""
+    counts = np.maximum(peer_mask.sum(axis=1), 1.0)
+    cols, slots = np.nonzero(peer_mask > 0)
+    rows = peer_index[cols, slots].astype(np.int64)
+    indices = np.stack([rows, cols.astype(np.int64)], axis=1).reshape(-1, 2)
+    matrix = tf.SparseTensor(indices, (1.0 / counts[cols]).astype(np.float32), [flat_size, peer_index.shape[0]])
+    return tf.sparse.reorder(matrix)
 
 
 def _masked_mean(values: tf.Tensor, column_mask: tf.Tensor) -> tf.Tensor:

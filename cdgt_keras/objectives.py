@@ -123,6 +123,12 @@ def rarity_part(weighted_correct: tf.Tensor, player_labels: tf.Tensor, num_label
     return tf.reduce_mean(tf.reduce_sum(tf.gather(weighted_correct, player_labels, axis=1), axis=1)) / num_labels
 
 
+def masked_rarity_part(weighted_correct: tf.Tensor, player_mask: tf.Tensor, num_labels: int) -> tf.Tensor:
+    """`rarity_part` with L_i as a 0/1 mask [L]: a product instead of a column gather (whose gradient copies the
+    whole [B, L] tensor transposed)."""
+    return tf.reduce_mean(tf.linalg.matvec(weighted_correct, player_mask)) / num_labels
+
+
 def peer_mean(flat_probs: tf.Tensor, peer_index: tf.Tensor, peer_mask: tf.Tensor) -> tf.Tensor:
     """pibar_-i on player i's overlap labels [B, |O_i|]: the mean of the other covering players' outputs."""
     peers = tf.gather(flat_probs, peer_index, axis=1)  # [B, |O_i|, K-1]

@@ -126,3 +126,46 @@ def test_static_weights_sum_to_one(n_labels, n_players, percent, seed):
         np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-6)
         assert np.all(weights[layout.slot_mask == 0] == 0) and np.all(weights >= 0)
     np.testing.assert_allclose(fusion_weights(layout, "mean").max(axis=1), 1.0 / layout.coverage, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["mean", "core"])
+@pytest.mark.parametrize("n_players,overlap", [(1, 0.0), (3, 0.2), (4, 0.5)])
+def test_the_sparse_product_equals_the_slot_gather(mode: str, n_players: int, overlap: float):
+    """Static fusion as one sparse product (issue 14: the [B, L, K] gather was the largest part of a step at 18.6k
+    labels) gives the per-slot weighted sum, values and gradients."""
+    rng = np.random.default_rng(n_players)
+    layout = PlayerLayout.from_frequencies(rng.random(37), n_players=n_players, overlap=overlap)
+    probs = [tf.constant(rng.random((5, int(p.size))), tf.float32) for p in layout.player_labels]
+    weights = fusion_weights(layout, mode, core_weight=0.7)
+    g = tf.constant(rng.random((5, 37)), tf.float32)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(probs)
+        fused = Fusion(layout, mode, core_weight=0.7)(probs)
+        reference = tf.reduce_sum(tf.gather(flatten_players(probs), layout.slot_index, axis=1) * weights, axis=-1)
+        a, b = tf.reduce_sum(fused * g), tf.reduce_sum(reference * g)
+    np.testing.assert_allclose(fused.numpy(), reference.numpy(), rtol=1e-6)
+    for x, y in zip(tape.gradient(a, probs), tape.gradient(b, probs)):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6)
+
+
+def test_the_games_products_equal_its_gathers():
+    """The rarity part through a label mask and the peers' mean through a sparse product (issue 14) equal the
+    gather forms of cdgt_keras.objectives."""
+    from cdgt_keras import objectives as obj
+    from cdgt_keras.config import CDGTConfig
+    from cdgt_keras.game import Game
+
+    rng = np.random.default_rng(5)
+    freq = rng.random(41)
+    layout = PlayerLayout.from_frequencies(freq, n_players=3, overlap=0.4)
+    game = Game(CDGTConfig(n_players=3, overlap=0.4), layout, freq)
+    probs = [tf.constant(rng.random((4, int(p.size))), tf.float32) for p in layout.player_labels]
+    weighted = tf.constant(rng.random((4, 41)), tf.float32)
+    flat = tf.concat(probs, axis=1)
+    for i, labels in enumerate(layout.player_labels):
+        rarity, _, (own, peers) = game.curiosity_parts(i, weighted, probs, flat)
+        np.testing.assert_allclose(rarity.numpy(), obj.rarity_part(weighted, labels, 41).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(own.numpy(), tf.gather(probs[i], layout.overlap_positions[i], axis=1).numpy())
+        expected = obj.peer_mean(flatten_players(probs), layout.peer_index[i], layout.peer_mask[i])
+        np.testing.assert_allclose(peers.numpy(), expected.numpy(), rtol=1e-6)
+        assert own.shape[1] == layout.overlap_positions[i].size > 0
