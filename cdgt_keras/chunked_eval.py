@@ -21,12 +21,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from cdgt_keras.metrics import _as_csr, _dense_topk, group_row, grouped_report
+from cdgt_keras.metrics import Counts, _as_csr, _dense_topk, group_row, grouped_report
 from cdgt_keras.thresholds import sparse_decisions
 
 ScoreChunks = Callable[[], Iterable[np.ndarray]]  # each call yields the row chunks [rows, L] again, in order
@@ -52,6 +53,21 @@ def array_chunks(scores: np.ndarray, rows: int | None = None) -> ScoreChunks:
     """
     step = rows or chunk_rows(np.shape(scores)[1])
     return lambda: (scores[i : i + step] for i in range(0, np.shape(scores)[0], step))
+
+
+def matrix_chunks(scores: np.ndarray | sp.spmatrix, rows: int | None = None) -> ScoreChunks:
+    """`array_chunks` of a dense array, or of a sparse score matrix made dense one chunk at a time (a peer that
+    scores only the labels its beam reaches: absent entries score 0).
+
+    Example:
+        >>> [c.tolist() for c in matrix_chunks(sp.csr_matrix(np.eye(3)), rows=2)()]
+        [[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [[0.0, 0.0, 1.0]]]
+    """
+    if not sp.issparse(scores):
+        return array_chunks(scores, rows)
+    matrix = sp.csr_matrix(scores)
+    step = rows or chunk_rows(matrix.shape[1])
+    return lambda: (matrix[i : i + step].toarray() for i in range(0, matrix.shape[0], step))
 
 
 def _offsets(chunks: ScoreChunks, n: int, num_labels: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -136,25 +152,90 @@ def average_precisions(truth: sp.csr_matrix, chunks: ScoreChunks, positive_score
     return out
 
 
-def _first_pass(truth: sp.csr_matrix, chunks: ScoreChunks, thresholds: np.ndarray,
-                groups: dict[str, np.ndarray | None], k: int) -> tuple[dict, tuple, np.ndarray]:
-    """Top-k pairs per group, F1 counts (tp, truth, predicted per label) and the positives' scores."""
+@dataclass(frozen=True)
+class ChunkedResult:
+    """What `chunked_reports` computes: a report per decision rule, and what the curves need beside it.
+
+    reports: {rule: {"overall"|"head"|"tail": {metric: value}}}; counts: {rule: per-label (true positives, truth
+    positives, predicted positives)}; top: the overall top-k (ids [n, k], scores [n, k]) of every row."""
+
+    reports: dict[str, dict[str, dict[str, float]]]
+    counts: dict[str, Counts]
+    top: tuple[np.ndarray, np.ndarray]
+
+
+def _first_pass(truth: sp.csr_matrix, chunks: ScoreChunks, thresholds: Mapping[str, np.ndarray],
+                groups: dict[str, np.ndarray | None], k: int,
+                observers: Sequence[Callable[[int, np.ndarray], None]]) -> tuple[dict, dict, np.ndarray]:
+    """Top-k pairs per group, F1 counts per rule (tp, truth, predicted per label), the positives' scores."""
     n, num_labels = truth.shape
     tops: dict[str, list] = {name: [] for name in groups}
-    tp, predicted = np.zeros(num_labels, np.int64), np.zeros(num_labels, np.int64)
+    tp = {rule: np.zeros(num_labels, np.int64) for rule in thresholds}
+    predicted = {rule: np.zeros(num_labels, np.int64) for rule in thresholds}
     positive_scores = []
     for start, chunk in _offsets(chunks, n, num_labels):
+        part = truth[start : start + chunk.shape[0]]
         for name, cols in groups.items():
             if cols is None or cols.size:
                 tops[name].append(_topk_pair(chunk if cols is None else chunk[:, cols], k))
-        decisions = sparse_decisions(chunk, thresholds)
-        tp += np.asarray(truth[start : start + chunk.shape[0]].multiply(decisions).sum(axis=0)).ravel()
-        predicted += np.bincount(decisions.indices, minlength=num_labels)
+        for rule, tau in thresholds.items():
+            decisions = sparse_decisions(chunk, tau)
+            tp[rule] += np.asarray(part.multiply(decisions).sum(axis=0)).ravel()
+            predicted[rule] += np.bincount(decisions.indices, minlength=num_labels)
         positive_scores.append(_positive_scores(truth, start, chunk))
+        for observe in observers:
+            observe(start, chunk)
     pairs = {name: tuple(np.concatenate(p) for p in zip(*parts)) if parts else
              (np.zeros((0, k), np.int64), np.zeros((0, k))) for name, parts in tops.items()}
-    counts = (tp, np.bincount(truth.indices, minlength=num_labels), predicted)
+    positives = np.bincount(truth.indices, minlength=num_labels)
+    counts = {rule: (tp[rule], positives, predicted[rule]) for rule in thresholds}
     return pairs, counts, np.concatenate(positive_scores) if positive_scores else np.zeros(0)
+
+
+def chunked_reports(
+    y_true: sp.spmatrix | np.ndarray,
+    chunks: ScoreChunks,
+    thresholds: Mapping[str, np.ndarray],
+    *,
+    head_labels: Sequence[int] | np.ndarray,
+    tail_labels: Sequence[int] | np.ndarray,
+    propensities: np.ndarray | None = None,
+    ks: Sequence[int] = (1, 3, 5),
+    with_map: bool = True,
+    observers: Sequence[Callable[[int, np.ndarray], None]] = (),
+) -> ChunkedResult:
+    """`chunked_report` under several decision rules at once ({rule: thresholds [L]}): the rankings, MAP and the
+    top-k are computed once (they do not depend on the thresholds), the F1 counts once per rule. `observers`
+    see every chunk of the first pass as (first row, chunk): e.g. a `ThresholdCounts` of the test scores.
+
+    Example:
+        >>> y = sp.csr_matrix(np.array([[1, 0], [0, 1]]))
+        >>> s = np.array([[0.9, 0.2], [0.3, 0.6]])
+        >>> out = chunked_reports(y, array_chunks(s), {"low": np.full(2, 0.25), "high": np.full(2, 0.95)},
+        ...                       head_labels=[0], tail_labels=[1], ks=(1,))
+        >>> out.reports["low"]["overall"]["micro_f1"], out.reports["high"]["overall"]["micro_f1"]
+        (0.8, 0.0)
+    """
+    truth = _as_csr(y_true)
+    props = None if propensities is None else np.asarray(propensities, dtype=np.float64)
+    groups = {"overall": None, "head": np.asarray(head_labels, np.int64), "tail": np.asarray(tail_labels, np.int64)}
+    rules = {rule: np.asarray(tau) for rule, tau in thresholds.items()}
+    pairs, counts, positive_scores = _first_pass(truth, chunks, rules, groups, max(ks), observers)
+    ap = average_precisions(truth, chunks, positive_scores) if with_map else np.full(truth.shape[1], np.nan)
+
+    def report_of(rule_counts: Counts) -> dict[str, dict[str, float]]:
+        def row_of(name: str, cols: np.ndarray | None) -> dict[str, float]:
+            every = cols is None
+            sub_ap = ap if every else ap[cols]
+            has = ~np.isnan(sub_ap) if with_map else np.zeros(sub_ap.size, bool)
+            mean_ap = float(np.mean(sub_ap[has])) if has.any() else 0.0 if with_map else float("nan")
+            return group_row(truth if every else truth[:, cols], pairs[name],
+                             rule_counts if every else tuple(c[cols] for c in rule_counts), mean_ap,
+                             props if every or props is None else props[cols], ks)
+
+        return grouped_report(row_of, rule_counts, groups["head"], groups["tail"])
+
+    return ChunkedResult({rule: report_of(c) for rule, c in counts.items()}, counts, pairs["overall"])
 
 
 def chunked_report(
@@ -172,19 +253,20 @@ def chunked_report(
 
     `with_map=False` skips MAP's second pass over the chunks ("map" is then NaN).
     """
-    truth = _as_csr(y_true)
-    props = None if propensities is None else np.asarray(propensities, dtype=np.float64)
-    groups = {"overall": None, "head": np.asarray(head_labels, np.int64), "tail": np.asarray(tail_labels, np.int64)}
-    pairs, counts, positive_scores = _first_pass(truth, chunks, np.asarray(thresholds), groups, max(ks))
-    ap = average_precisions(truth, chunks, positive_scores) if with_map else np.full(truth.shape[1], np.nan)
+    return chunked_reports(y_true, chunks, {"": thresholds}, head_labels=head_labels, tail_labels=tail_labels,
+                           propensities=propensities, ks=ks, with_map=with_map).reports[""]
 
-    def row_of(name: str, cols: np.ndarray | None) -> dict[str, float]:
-        every = cols is None
-        sub_ap = ap if every else ap[cols]
-        has = ~np.isnan(sub_ap) if with_map else np.zeros(sub_ap.size, bool)
-        mean_ap = float(np.mean(sub_ap[has])) if has.any() else 0.0 if with_map else float("nan")
-        return group_row(truth if every else truth[:, cols], pairs[name],
-                         counts if every else tuple(c[cols] for c in counts), mean_ap,
-                         props if every or props is None else props[cols], ks)
 
-    return grouped_report(row_of, counts, groups["head"], groups["tail"])
+def top_k_chunks(chunks: ScoreChunks, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k (ids [n, k], scores [n, k]) of every row of the chunks, one pass: what P@k, PSP@k and nDCG@k
+    read (`metrics.precision_at_k(y, pair, k)` equals the dense figure), without an [n, L] matrix.
+
+    Example:
+        >>> ids, _ = top_k_chunks(array_chunks(np.array([[0.1, 0.9, 0.5], [0.7, 0.2, 0.3]]), rows=1), 2)
+        >>> ids.tolist()
+        [[1, 2], [0, 2]]
+    """
+    parts = [_topk_pair(np.asarray(chunk), k) for chunk in chunks()]
+    if not parts:
+        return np.zeros((0, k), np.int64), np.zeros((0, k))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

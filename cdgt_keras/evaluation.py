@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
-from cdgt_keras.chunked_eval import ScoreChunks, array_chunks, chunk_rows, chunked_report
+from cdgt_keras.chunked_eval import ScoreChunks, chunk_rows, chunked_report, matrix_chunks
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 from cdgt_keras.labels import head_tail_split
@@ -57,24 +58,27 @@ def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | Non
     return chunks
 
 
-def _label_groups(train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> tuple:
+def label_groups(train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> tuple:
     """(head ids, tail ids, propensities) from the training label counts."""
     head, tail = head_tail_split(train_counts / max(num_train, 1), config.head_fraction, config.tail_fraction)
     return head, tail, propensities(train_counts, num_train, a=config.psp_a, b=config.psp_b)
 
 
-def evaluate_probs(val_probs: np.ndarray, validation: MultiLabelData, test_probs: np.ndarray, test: MultiLabelData,
+def evaluate_probs(val_probs: np.ndarray | sp.spmatrix, validation: MultiLabelData,
+                   test_probs: np.ndarray | sp.spmatrix, test: MultiLabelData,
                    train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> Evaluation:
     """Tune thresholds on validation (SPEC §4), then report every metric on test, overall/head/tail (SPEC §7).
 
-    Above DENSE_LIMIT scores the arrays are read by row chunks (`evaluate_chunks`): the same figures, faster and
-    without [n, L] temporaries (decisions, sub-matrices) beside the scores.
+    Above DENSE_LIMIT scores, or for sparse score matrices (a tree model's beam), the scores are read by row
+    chunks (`evaluate_chunks`): the same figures, faster and without [n, L] temporaries (decisions,
+    sub-matrices) beside the scores.
     """
-    if max(np.shape(val_probs)[0], np.shape(test_probs)[0]) * test.num_labels > DENSE_LIMIT:
-        return evaluate_chunks(array_chunks(val_probs), validation, array_chunks(test_probs), test, train_counts,
+    if (max(np.shape(val_probs)[0], np.shape(test_probs)[0]) * test.num_labels > DENSE_LIMIT
+            or sp.issparse(val_probs) or sp.issparse(test_probs)):
+        return evaluate_chunks(matrix_chunks(val_probs), validation, matrix_chunks(test_probs), test, train_counts,
                                num_train, config)
     thresholds = tuned_thresholds(val_probs, validation.labels, config)
-    head, tail, props = _label_groups(train_counts, num_train, config)
+    head, tail, props = label_groups(train_counts, num_train, config)
     result = report(test.labels, test_probs, apply_thresholds(test_probs, thresholds),
                     head_labels=head, tail_labels=tail, propensities=props)
     return Evaluation(thresholds, result, head, tail)
@@ -85,7 +89,7 @@ def evaluate_chunks(val_chunks: ScoreChunks, validation: MultiLabelData, test_ch
                     config: CDGTConfig) -> Evaluation:
     """`evaluate_probs` on score chunks: one pass over validation, two over test (the second for MAP)."""
     thresholds = tune_thresholds_chunks(val_chunks(), validation.labels, **config_rule(config))
-    head, tail, props = _label_groups(train_counts, num_train, config)
+    head, tail, props = label_groups(train_counts, num_train, config)
     result = chunked_report(test.labels, test_chunks, thresholds, head_labels=head, tail_labels=tail,
                             propensities=props)
     return Evaluation(thresholds, result, head, tail)

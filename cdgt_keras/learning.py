@@ -103,12 +103,17 @@ class RankingMonitor(keras.callbacks.Callback):
         self.validation, self.labels, self.config = validation, validation.labels, config
         self.props = M.propensities(train_counts, num_train, config.psp_a, config.psp_b)
 
-    def scores(self) -> np.ndarray:
-        from cdgt_keras.evaluation import predict_probs
+    def top_k(self) -> tuple[np.ndarray, np.ndarray]:
+        """The validation split's top 5 labels and scores per example, predicted a few batches at a time: no
+        [n, L] matrix (at 18.6k labels and 6k examples it would be 440 MB each epoch)."""
+        from cdgt_keras.chunked_eval import top_k_chunks
+        from cdgt_keras.evaluation import predict_chunks
 
-        return predict_probs(self.model, self.validation, self.config.batch_size)
+        k = max(int(name[-1]) for name in RANKING_METRICS)
+        return top_k_chunks(predict_chunks(self.model, self.validation, self.config.batch_size), k)
 
-    def values(self, scores: np.ndarray) -> dict[str, float]:
+    def values(self, scores: np.ndarray | tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+        """The ranking metrics of `scores`: dense [n, L] or a top-k pair (the same figures)."""
         out = {}
         for name in RANKING_METRICS:
             k = int(name[-1])
@@ -123,7 +128,7 @@ class RankingMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if logs is None:
             return
-        logs.update({f"val_{k}": v for k, v in self.values(self.scores()).items()})
+        logs.update({f"val_{k}": v for k, v in self.values(self.top_k()).items()})
 
 
 class NonFiniteLoss(ValueError):

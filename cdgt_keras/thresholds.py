@@ -164,6 +164,19 @@ def tune_thresholds_chunks(
         [0.5, 0.5]
     """
     _check_mode(mode, prior_positives)
+    return threshold_counts(chunks, labels, grid).thresholds(mode, min_positives, prior_positives)
+
+
+def threshold_counts(chunks: Iterable[np.ndarray], labels: sp.spmatrix,
+                     grid: np.ndarray | None = None) -> ThresholdCounts:
+    """The `ThresholdCounts` of probabilities that arrive as row chunks [rows, L], in order, covering `labels`'
+    rows: every mode's thresholds from one pass (`.thresholds(mode, ...)`).
+
+    Example:
+        >>> counts = threshold_counts(iter([np.array([[0.9, 0.2]]), np.array([[0.3, 0.6]])]), sp.eye(2), [0.5])
+        >>> counts.thresholds("global").tolist(), counts.true_pos.ravel().tolist()
+        ([0.5, 0.5], [1, 1])
+    """
     truth = sp.csr_matrix(labels)
     counts, start = ThresholdCounts(truth.shape[1], grid), 0
     for chunk in chunks:
@@ -174,7 +187,7 @@ def tune_thresholds_chunks(
         start += chunk.shape[0]
     if start != truth.shape[0]:
         raise ValueError(f"the chunks cover {start} rows, labels have {truth.shape[0]}")
-    return counts.thresholds(mode, min_positives, prior_positives)
+    return counts
 
 
 def tuned_thresholds(probs: np.ndarray, labels: np.ndarray | sp.spmatrix, config: CDGTConfig) -> np.ndarray:

@@ -1,11 +1,13 @@
 """What a benchmark run records beyond cdgt_keras.metrics.report: curves and the players' specialisation.
 
-All inputs are test-split arrays; outputs are small JSON-ready dicts (tens of numbers, never [n, L]).
+Inputs are what a chunked evaluation keeps of the test split's scores (per-label counts, top-k pairs, threshold
+counts; cdgt_keras.chunked_eval), never [n, L]; outputs are small JSON-ready dicts (tens of numbers).
 
 Example:
-    >>> y = sp.csr_matrix(np.array([[1, 0], [0, 1]]))
-    >>> tail_pr_curve(y, np.array([[0.9, 0.2], [0.1, 0.8]]), np.array([1]), grid=np.array([0.5]))["precision"]
-    [1.0]
+    >>> counts = ThresholdCounts(1, grid=[0.5])
+    >>> counts.add(np.array([[0.9], [0.1]]), sp.csr_matrix(np.array([[1], [1]])))
+    >>> tail_pr_curve(counts)["precision"], tail_pr_curve(counts)["recall"]
+    ([1.0], [0.5])
 """
 
 from __future__ import annotations
@@ -16,34 +18,69 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgt_keras.labels import label_order
-from cdgt_keras.metrics import micro_f1
+from cdgt_keras.metrics import Counts, _as_csr, _hits, _micro, micro_f1
+from cdgt_keras.thresholds import ThresholdCounts
+
+TAIL_PR_GRID = np.linspace(0.02, 0.98, 49)  # the thresholds the tail precision-recall curve sweeps
 
 
-def tail_pr_curve(y_true: sp.spmatrix, scores: np.ndarray, tail: np.ndarray,
-                  grid: np.ndarray | None = None) -> dict[str, list[float]]:
-    """Micro precision and recall over the tail labels when one threshold t sweeps `grid` (default 0.02..0.98)."""
-    grid = np.linspace(0.02, 0.98, 49) if grid is None else np.asarray(grid, dtype=np.float64)
-    truth = sp.csr_matrix(y_true)[:, tail].toarray() > 0
-    s = np.asarray(scores)[:, tail]
-    precision, recall = [], []
-    for t in grid:
-        pred = s > t
-        tp = float((pred & truth).sum())
-        precision.append(tp / pred.sum() if pred.sum() else 1.0)
-        recall.append(tp / truth.sum() if truth.sum() else 0.0)
-    return {"threshold": [round(float(t), 4) for t in grid], "precision": precision, "recall": recall}
+def tail_pr_curve(counts: ThresholdCounts) -> dict[str, list[float]]:
+    """Micro precision and recall over the labels `counts` holds (the tail's: a `ThresholdCounts` over the tail
+    labels' scores, grid TAIL_PR_GRID) when one threshold t sweeps its grid; precision 1 where nothing is
+    predicted."""
+    tp, predicted = counts.true_pos.sum(axis=0), counts.predicted.sum(axis=0)
+    positives = float(counts.positives.sum())
+    precision = [float(t / p) if p else 1.0 for t, p in zip(tp, predicted)]
+    recall = [float(t / positives) if positives else 0.0 for t in tp]
+    return {"threshold": [round(float(t), 4) for t in counts.grid], "precision": precision, "recall": recall}
 
 
-def long_tail_curve(y_true: sp.spmatrix, y_pred: np.ndarray | sp.spmatrix, train_counts: np.ndarray,
-                    bins: int = 10) -> dict[str, list[float]]:
-    """Micro-F1 in `bins` groups of labels of equal size, from the most to the least frequent (SPEC §1 order)."""
+def frequency_buckets(y_true: sp.spmatrix, top: tuple[np.ndarray, np.ndarray], counts: Counts,
+                      train_counts: np.ndarray, k: int = 5) -> dict[str, list]:
+    """Quality by label frequency: the labels in buckets of their training count (0, 1, 2, 3-4, 5-8, 9-16, ...:
+    powers of two), and per bucket its labels, its test positives, the micro-F1 of the decisions on its labels
+    (`counts`: per-label true positives, truth positives, predicted, at the tuned thresholds) and R@k, the share
+    of its test positives ranked in the top k of their example (`top`: the top-k ids and scores of every test
+    row). Only buckets holding a label are listed.
+
+    Example:
+        >>> y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]]))
+        >>> top = (np.array([[0, 1], [2, 1]]), np.array([[0.9, 0.5], [0.8, 0.7]]))
+        >>> counts = (np.array([1, 1, 0]), np.array([1, 1, 1]), np.array([1, 2, 1]))
+        >>> out = frequency_buckets(y, top, counts, np.array([40, 2, 1]), k=2)
+        >>> out["train_count"], out["recall_at_k"], out["f1"]
+        (['1', '2', '33-64'], [0.0, 1.0, 1.0], [0.0, 0.6666666666666666, 1.0])
+    """
+    train_counts = np.asarray(train_counts, dtype=np.int64)
+    bucket = np.where(train_counts > 0, np.ceil(np.log2(np.maximum(train_counts, 1))).astype(np.int64) + 1, 0)
+    truth = sp.csr_matrix(y_true)
+    ids = np.asarray(top[0])[:, :k]
+    hits = _hits(_as_csr(truth), ids)
+    found = np.bincount(bucket[ids[hits]], minlength=bucket.max() + 1)
+    test_pos = np.bincount(bucket[truth.indices], minlength=bucket.max() + 1)
+    tp, positives, predicted = (np.bincount(bucket, weights=c, minlength=bucket.max() + 1) for c in counts)
+    rows: dict[str, list] = {"train_count": [], "labels": [], "test_positives": [], "f1": [], "recall_at_k": []}
+    for b in np.unique(bucket):
+        low, high = (0, 0) if b == 0 else (2 ** (b - 2) + 1 if b > 1 else 1, 2 ** (b - 1))
+        rows["train_count"].append(str(low) if low == high else f"{low}-{high}")
+        rows["labels"].append(int((bucket == b).sum()))
+        rows["test_positives"].append(int(test_pos[b]))
+        denom = positives[b] + predicted[b]
+        rows["f1"].append(float(2 * tp[b] / denom) if denom else 0.0)
+        rows["recall_at_k"].append(float(found[b] / test_pos[b]) if test_pos[b] else 0.0)
+    return {"k": k, **rows}
+
+
+def long_tail_curve(counts: Counts, train_counts: np.ndarray, bins: int = 10) -> dict[str, list[float]]:
+    """Micro-F1 in `bins` groups of labels of equal size, from the most to the least frequent (SPEC §1 order), from
+    the per-label counts of the decisions (true positives, truth positives, predicted)."""
     order = label_order(np.asarray(train_counts, dtype=np.float64))
     groups = [g for g in np.array_split(order, min(bins, order.size)) if g.size]
-    truth, pred = sp.csr_matrix(y_true), sp.csr_matrix(y_pred)
+    tp, positives, predicted = (np.asarray(c) for c in counts)
     return {
         "bin": list(range(1, len(groups) + 1)),
         "mean_train_count": [float(np.mean(np.asarray(train_counts)[g])) for g in groups],
-        "f1": [micro_f1(truth[:, g], pred[:, g]) for g in groups],
+        "f1": [_micro(tp[g], positives[g], predicted[g]) for g in groups],
     }
 
 

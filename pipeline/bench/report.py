@@ -85,7 +85,33 @@ def _seeds(table: Table, datasets: list[str], rows: list[str]) -> int:
     return min((table[(d, r)].n for d in datasets for r in rows if (d, r) in table), default=0)
 
 
-def section_main(table: Table) -> list[str]:
+def long_tail_table(results: list[dict[str, Any]], dataset: str, rows: list[str]) -> list[str]:
+    """Quality by label-frequency bucket (pipeline.bench.measures.frequency_buckets) of each row's runs: per bucket
+    of training counts, micro-F1 at the row's tuned thresholds / R@5 (the share of the bucket's test positives
+    ranked in their example's top 5), percent, mean over seeds (± the std where seeds differ). Rows whose runs
+    predate the buckets are left out; no lines when none has them."""
+    curves = {r: [run["curves"]["buckets"] for run in runs_of(results, dataset, r) if "buckets" in run["curves"]]
+              for r in rows}
+    curves = {r: c for r, c in curves.items() if c}
+    if not curves:
+        return []
+    first = next(iter(curves.values()))[0]
+    names = first["train_count"]
+    out = []
+    for r, runs in curves.items():
+        cells = []
+        for i in range(len(names)):
+            f1, recall = (np.array([100 * c[key][i] for c in runs]) for key in ("f1", "recall_at_k"))
+            spread = f" (± {f1.std():.1f} / {recall.std():.1f})" if len(runs) > 1 else ""
+            cells.append(f"{f1.mean():.1f} / {recall.mean():.1f}{spread}")
+        out.append([f"{r} ({len(runs)})", *cells])
+    header = ["method (seeds)", *(f"{n} ({lab:,} labels, {pos:,} test pos.)" for n, lab, pos in
+                                  zip(names, first["labels"], first["test_positives"]))]
+    return ["", f"Long tail: micro-F1 / R@{first['k']} by the labels' training count (percent, mean over seeds):",
+            "", *md_table(header, out)]
+
+
+def section_main(table: Table, results: list[dict[str, Any]] | None = None) -> list[str]:
     datasets, rows = _present(table, "main")
     lines = ["## Main comparison", "", "Percent, mean ± std (population std) over the seeds shown; thresholds "
              "tuned on validation for every method (per label, SPEC §4; `recommended`: its own shrunk rule); "
@@ -96,7 +122,7 @@ def section_main(table: Table) -> list[str]:
         lines += ["", f"### {d} (seeds per row: {', '.join(map(str, seeds))})", "",
                   _command("main", [d], max(seeds)), ""]
         lines += [*method_table(table, d, present, DECISIONS + COST), "",
-                  *method_table(table, d, present, RANKING)]
+                  *method_table(table, d, present, RANKING), *long_tail_table(results or [], d, present)]
     return lines
 
 
@@ -326,7 +352,7 @@ def write_report(output: Path) -> list[Path]:
              "holds on each.", ""]
     verdicts = [[v.claim, v.paper, v.ours, f"**{v.verdict}**"] for v in all_verdicts(table, results)]
     lines += [*md_table(["claim", "paper", "ours", "verdict"], verdicts), ""]
-    lines += [*section_summary(table), *section_main(table), "", *section_peers(table), ""]
+    lines += [*section_summary(table), *section_main(table, results), "", *section_peers(table), ""]
     lines += section_rows(table, "learner", LEARNER_COLUMNS) + section_learner(output)
     lines += ["## Sensitivity", ""]
     for exp, key in (("sensitivity_alpha", "alpha"), ("sensitivity_beta", "beta"), ("sensitivity_rho", "rho"),

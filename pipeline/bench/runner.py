@@ -135,7 +135,7 @@ def _epoch_timer():
 def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
-    from cdgt_keras.evaluation import predict_probs
+    from cdgt_keras.evaluation import predict_chunks
     from pipeline.bench.measures import player_probs, specialisation
     from pipeline.train import fit_model
 
@@ -143,28 +143,46 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     timer = _epoch_timer()
     model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
-    val_probs = predict_probs(model, validation, config.batch_size)
-    started = time.perf_counter()
-    test_probs = predict_probs(model, test, config.batch_size)
-    inference_seconds = time.perf_counter() - started
-    body = _evaluate(config, data, val_probs, test_probs)
+    test_chunks, predict_seconds = timed_chunks(predict_chunks(model, test, config.batch_size))
+    body = _evaluate(config, data, predict_chunks(model, validation, config.batch_size), test_chunks)
     players = player_probs(model, test.features, config.batch_size)
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
     body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
-    body["timing"] = {"train_seconds": train_seconds, "inference_seconds": inference_seconds,
+    body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     del model
     keras.backend.clear_session()
     return {"config": config.to_dict(), **body}
 
 
+def timed_chunks(chunks: Any) -> tuple[Any, list[float]]:
+    """`chunks` (re-iterable score chunks) and a list that gets, after each complete pass, the seconds spent
+    producing that pass's chunks (a model's predictions) without the time spent on them by whoever reads them."""
+    spent: list[float] = []
+
+    def again():
+        seconds, items = 0.0, iter(chunks())
+        while True:
+            started = time.perf_counter()
+            try:
+                chunk = next(items)
+            except StopIteration:
+                break
+            seconds += time.perf_counter() - started
+            yield chunk
+        spent.append(seconds)
+
+    return again, spent
+
+
 def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
+    from cdgt_keras.chunked_eval import matrix_chunks
     from pipeline.bench.peers import fit_predict, peer
 
     config = spec.method.config(spec.seed)
     out = fit_predict(spec.method.kind, data.splits, spec.seed)
-    body = _evaluate(config, data, out.validation_scores, out.test_scores)
+    body = _evaluate(config, data, matrix_chunks(out.validation_scores), matrix_chunks(out.test_scores))
     body.pop("_thresholds"), body.pop("_head_tail")
     body["timing"] = {"train_seconds": out.train_seconds, "inference_seconds": out.inference_seconds}
     settings = peer(spec.method.kind).settings
@@ -173,41 +191,43 @@ def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
                        "threshold_prior": config.threshold_prior}, **body}
 
 
-def _evaluate(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:
-    """Thresholds tuned on validation, the SPEC §7 report on test, and the curves."""
-    from cdgt_keras.evaluation import evaluate_probs
-    from cdgt_keras.labels import label_frequencies
-    from cdgt_keras.thresholds import apply_thresholds
-    from pipeline.bench.measures import long_tail_curve, tail_pr_curve
-
-    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
-    counts, _ = label_frequencies(train.labels, train.num_labels)
-    ev = evaluate_probs(val_probs, validation, test_probs, test, counts, train.num_examples, config)
-    decisions = apply_thresholds(test_probs, ev.thresholds)
-    return {
-        "metrics": ev.report,
-        "metrics_by_thresholds": _by_thresholds(config, data, val_probs, test_probs),
-        "labels": {"num_head": int(ev.head_labels.size), "num_tail": int(ev.tail_labels.size)},
-        "curves": {"tail_pr": tail_pr_curve(test.labels, test_probs, ev.tail_labels),
-                   "long_tail": long_tail_curve(test.labels, decisions, counts)},
-        "_thresholds": ev.thresholds, "_head_tail": (ev.head_labels, ev.tail_labels),
-    }
-
-
 # Decision rules every run is also scored under, from the same probabilities (no retraining): a threshold rule
 # is compared like with like, the bar and every candidate under each.
 THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk")
 
 
-def _by_thresholds(config: Any, data: BenchData, val_probs: np.ndarray, test_probs: np.ndarray) -> dict[str, Any]:
-    """{mode: the SPEC §7 report on test with thresholds tuned on validation by `mode`}."""
-    from cdgt_keras.evaluation import evaluate_probs
+def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -> dict[str, Any]:
+    """Thresholds tuned on validation (the config's rule and each of THRESHOLD_MODES, from one pass), the SPEC §7
+    report on test under each, and the curves, from score chunks (cdgt_keras.chunked_eval: one pass over
+    validation, two over test; never an [n, L] matrix beside one chunk)."""
+    from cdgt_keras.chunked_eval import chunked_reports
+    from cdgt_keras.evaluation import label_groups
     from cdgt_keras.labels import label_frequencies
+    from cdgt_keras.thresholds import ThresholdCounts, threshold_counts
+    from pipeline.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
 
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     counts, _ = label_frequencies(train.labels, train.num_labels)
-    return {mode: evaluate_probs(val_probs, validation, test_probs, test, counts, train.num_examples,
-                                 config.replace(thresholds=mode)).report for mode in THRESHOLD_MODES}
+    head, tail, props = label_groups(counts, train.num_examples, config)
+    tuned = threshold_counts(val_chunks(), validation.labels)
+    rules = {mode: tuned.thresholds(mode, config.min_threshold_positives, config.threshold_prior)
+             for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES])}
+    tail_counts, tail_truth = ThresholdCounts(tail.size, grid=TAIL_PR_GRID), test.labels.tocsc()[:, tail].tocsr()
+
+    def observe_tail(start: int, chunk: np.ndarray) -> None:
+        tail_counts.add(chunk[:, tail], tail_truth[start : start + chunk.shape[0]])
+
+    out = chunked_reports(test.labels, test_chunks, rules, head_labels=head, tail_labels=tail, propensities=props,
+                          observers=[observe_tail] if tail.size else [])
+    decided = out.counts[config.thresholds]
+    return {
+        "metrics": out.reports[config.thresholds],
+        "metrics_by_thresholds": {mode: out.reports[mode] for mode in THRESHOLD_MODES},
+        "labels": {"num_head": int(head.size), "num_tail": int(tail.size)},
+        "curves": {"tail_pr": tail_pr_curve(tail_counts), "long_tail": long_tail_curve(decided, counts),
+                   "buckets": frequency_buckets(test.labels, out.top, decided, counts)},
+        "_thresholds": rules[config.thresholds], "_head_tail": (head, tail),
+    }
 
 
 def load_results(results_dir: Path) -> list[dict[str, Any]]:

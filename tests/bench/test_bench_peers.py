@@ -97,3 +97,56 @@ def test_the_report_shows_peak_rss_next_to_train_seconds(synthetic_runs):
     peers = [line for line in lines if line.startswith("| synthetic | rarity_bce | ")]
     assert {line.split("|")[3].strip() for line in peers} >= {"omikuji_bonsai", "libmultilabel_tree"}
     assert any("peak RSS" in line for line in peers)  # compared as a cost, lower is better
+
+
+def test_curves_from_counts_equal_the_dense_computation():
+    """The tail PR curve, the long-tail curve and the frequency buckets, computed from what the chunked evaluation
+    keeps, equal the same figures computed on dense [n, L] arrays."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from cdgt_keras.metrics import _dense_topk, micro_f1
+    from cdgt_keras.thresholds import ThresholdCounts, apply_thresholds
+    from pipeline.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
+
+    rng = np.random.default_rng(0)
+    n, num_labels = 120, 30
+    y = sp.csr_matrix(rng.random((n, num_labels)) < 0.1)
+    scores = rng.random((n, num_labels)).astype(np.float32)
+    train_counts = rng.integers(0, 70, num_labels)
+    tau = np.full(num_labels, 0.6, np.float32)
+    pred = apply_thresholds(scores, tau)
+    tail = np.arange(20, 30)
+
+    counts = ThresholdCounts(tail.size, grid=TAIL_PR_GRID)
+    counts.add(scores[:, tail], y[:, tail])
+    curve = tail_pr_curve(counts)
+    truth = y[:, tail].toarray()
+    for t, precision, recall in zip(curve["threshold"], curve["precision"], curve["recall"]):
+        decided = scores[:, tail] > np.float32(t)
+        tp = (decided & truth).sum()
+        assert precision == pytest.approx(tp / decided.sum() if decided.sum() else 1.0)
+        assert recall == pytest.approx(tp / truth.sum())
+
+    per_label = (np.asarray(y.multiply(pred).sum(axis=0)).ravel(), np.asarray(y.sum(axis=0)).ravel(), pred.sum(axis=0))
+    lt = long_tail_curve(per_label, train_counts, bins=4)
+    from cdgt_keras.labels import label_order
+
+    groups = np.array_split(label_order(train_counts.astype(float)), 4)
+    assert lt["f1"] == pytest.approx([micro_f1(y[:, g], pred[:, g]) for g in groups])
+
+    top = _dense_topk(scores, 5)
+    buckets = frequency_buckets(y, (top, np.take_along_axis(scores, top, 1)), per_label, train_counts)
+    bucket_of = {0: "0", 1: "1", 2: "2"}
+    names = np.array([bucket_of.get(c) or next(f"{2 ** (b - 1) + 1}-{2 ** b}" for b in range(2, 12)
+                                                 if c <= 2 ** b) for c in train_counts])
+    hit = np.zeros((n, num_labels), bool)
+    np.put_along_axis(hit, top, True, axis=1)
+    dense = y.toarray().astype(bool)
+    for name, labels, f1, recall in zip(buckets["train_count"], buckets["labels"], buckets["f1"],
+                                        buckets["recall_at_k"]):
+        cols = np.flatnonzero(names == name)
+        assert labels == cols.size > 0
+        assert f1 == pytest.approx(micro_f1(y[:, cols], pred[:, cols]))
+        assert recall == pytest.approx((hit[:, cols] & dense[:, cols]).sum() / max(dense[:, cols].sum(), 1))
+    assert sum(buckets["labels"]) == num_labels

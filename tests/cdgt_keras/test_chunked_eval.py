@@ -125,3 +125,44 @@ def test_evaluate_model_chunked_equals_dense_on_a_model(monkeypatch: pytest.Monk
     probs = [evaluation.predict_probs(model, s, 16) for s in (validation, test)]
     _same(evaluation.evaluate_probs(probs[0], validation, probs[1], test, counts, train.num_examples, config).report,
           dense.report)
+
+
+def test_several_rules_at_once_equal_one_report_each():
+    """chunked_reports: one report per rule, each the dense report under its thresholds; MAP and top-k once."""
+    from cdgt_keras.chunked_eval import chunked_reports
+
+    y, scores, tau = _case(8)
+    rules = {"own": tau, "low": np.full(tau.size, 0.25, np.float32), "high": np.full(tau.size, 0.85, np.float32)}
+    out = chunked_reports(y, array_chunks(scores, 11), rules, head_labels=[0, 1], tail_labels=[17, 18])
+    for rule, thresholds in rules.items():
+        _same(out.reports[rule], m.report(y, scores, apply_thresholds(scores, thresholds), head_labels=[0, 1],
+                                          tail_labels=[17, 18]))
+        for ours, theirs in zip(out.counts[rule], m._f1_counts(y, apply_thresholds(scores, thresholds))):
+            np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(out.top[0], m._dense_topk(scores, 5))
+
+
+def test_sparse_score_matrices_give_the_dense_figures():
+    """A peer's beam scores as csr (absent = 0) are evaluated chunk by chunk, with the dense array's figures."""
+    import scipy.sparse as sp
+
+    from cdgt_keras.chunked_eval import matrix_chunks
+
+    y, scores, tau = _case(9)
+    scores[scores < 0.6] = 0.0  # what a beam leaves unscored
+    dense = chunked_report(y, array_chunks(scores, 83), tau, head_labels=[0], tail_labels=[5, 6])
+    _same(chunked_report(y, matrix_chunks(sp.csr_matrix(scores), 10), tau, head_labels=[0], tail_labels=[5, 6]),
+          dense)
+
+
+def test_the_ranking_monitor_streams_the_dense_figures():
+    """Validation P@k / PSP@k / nDCG@k each epoch from the streamed top 5 equal the dense matrix's figures."""
+    from cdgt_keras.chunked_eval import top_k_chunks
+    from cdgt_keras.config import CDGTConfig
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.learning import RankingMonitor
+
+    y, scores, _ = _case(10)
+    monitor = RankingMonitor(MultiLabelData(np.zeros((83, 2)), y, []), np.arange(19) + 1, 83, CDGTConfig())
+    streamed = monitor.values(top_k_chunks(array_chunks(scores, 7), 5))
+    assert streamed == monitor.values(scores)
