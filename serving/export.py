@@ -12,8 +12,9 @@ Signatures:
   Inputs: `features` float [None, d] (dense); `text` string [None] (text); `feature_ids` int64 [None, None] +
   `feature_values` float [None, None], padded with id -1 (sparse).
 - `classify` (method tensorflow/serving/classify, for TF Serving's `:classify`): `inputs` serialized tf.Examples ->
-  `classes` string [B, L] (the label names) and `scores` [B, L]: TF Serving's classification result lists every
-  class, so this one signature does build a [B, L] string tensor; at tens of thousands of labels use `predict`.
+  the k best classes, best first: `classes` string [B, k] (label names) and `scores` [B, k] (TF Serving's
+  classification result lists the classes it is given; a [B, L] string tensor of every name at 41k labels is 2.6M
+  strings for a batch of 64, so it lists the same k as predict's top_k outputs; every score is in `predict`).
 - `transformed_labels`: serialized tf.Examples -> {"labels_multi_hot": float [B, L]}, for TFMA's label_key.
 Label names (a variable and `assets/labels.txt`), thresholds and the preprocessing (the Transform graph, or the
 featurizer of a `cdgt train` run) travel inside; `assets.extra/cdgt.json` repeats the facts for people.
@@ -130,9 +131,8 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
         def classify(inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-            probs = scores(tf.io.parse_example(inputs, serve_spec))
-            classes = tf.tile(module.label_names[tf.newaxis, :], [tf.shape(probs)[0], 1])
-            return {"classes": classes, "scores": probs}
+            top = top_k_outputs(scores(tf.io.parse_example(inputs, serve_spec)), module.label_names, k)
+            return {"classes": top["top_k_labels"], "scores": top["top_k_scores"]}
 
         @tf.function(input_signature=examples_spec)
         def transformed_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:

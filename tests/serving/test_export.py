@@ -83,9 +83,13 @@ def test_serving_default_and_classify_take_serialized_examples(export):
     expected = keras_scores(export)
     scores = loaded.signatures["serving_default"](examples=examples(export))["scores"].numpy()
     np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
-    classified = loaded.signatures["classify"](inputs=examples(export))
-    np.testing.assert_allclose(classified["scores"].numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert [c.decode() for c in classified["classes"].numpy()[-1]] == export.names
+    classified = loaded.signatures["classify"](inputs=examples(export))  # the top k, best first: no [B, L] strings
+    k = classified["scores"].shape[1]
+    assert 1 <= k <= len(export.names) and classified["classes"].shape == classified["scores"].shape
+    best = np.argsort(-expected, axis=1, kind="stable")[:, :k]
+    np.testing.assert_allclose(classified["scores"].numpy(), np.take_along_axis(expected, best, axis=1), rtol=1e-5,
+                               atol=1e-6)
+    assert [c.decode() for c in classified["classes"].numpy()[-1]] == [export.names[j] for j in best[-1]]
 
 
 def test_transformed_labels_are_the_multi_hot_rows(dense_export):
