@@ -105,10 +105,11 @@ def long_tail_table(results: list[dict[str, Any]], dataset: str, rows: list[str]
             spread = f" (± {f1.std():.1f} / {recall.std():.1f})" if len(runs) > 1 else ""
             cells.append(f"{f1.mean():.1f} / {recall.mean():.1f}{spread}")
         out.append([f"{r} ({len(runs)})", *cells])
-    header = ["method (seeds)", *(f"{n} ({lab:,} labels, {pos:,} test pos.)" for n, lab, pos in
-                                  zip(names, first["labels"], first["test_positives"]))]
-    return ["", f"Long tail: micro-F1 / R@{first['k']} by the labels' training count (percent, mean over seeds):",
-            "", *md_table(header, out)]
+    sizes = ["labels / test positives", *(f"{lab:,} / {pos:,}" for lab, pos in
+                                          zip(first["labels"], first["test_positives"]))]
+    return ["", f"Long tail: micro-F1 / R@{first['k']} by the labels' training count (percent, mean over seeds; "
+            f"R@{first['k']}: the share of the bucket's test positives ranked in their example's top {first['k']}):",
+            "", *md_table(["training count", *names], [sizes, *out])]
 
 
 def section_main(table: Table, results: list[dict[str, Any]] | None = None) -> list[str]:

@@ -150,3 +150,21 @@ def test_curves_from_counts_equal_the_dense_computation():
         assert f1 == pytest.approx(micro_f1(y[:, cols], pred[:, cols]))
         assert recall == pytest.approx((hit[:, cols] & dense[:, cols]).sum() / max(dense[:, cols].sum(), 1))
     assert sum(buckets["labels"]) == num_labels
+
+
+def test_the_long_tail_table_shows_each_methods_buckets_over_seeds():
+    from pipeline.bench.report import long_tail_table
+
+    def run(method, seed, f1):
+        buckets = {"k": 5, "train_count": ["2", "3-4"], "labels": [10, 4], "test_positives": [7, 9],
+                   "f1": f1, "recall_at_k": [0.5, 0.25]}
+        return {"dataset": {"name": "deps"}, "method": {"name": method, "row": method, "kind": "cdgt"},
+                "seed": seed, "metrics": {"overall": {"p_at_1": 0.5}}, "curves": {"buckets": buckets}}
+
+    results = [run("recommended", 0, [0.1, 0.3]), run("recommended", 1, [0.3, 0.3]), run("omikuji", 0, [0.2, 0.4])]
+    lines = long_tail_table(results, "deps", ["recommended", "omikuji", "bce"])
+    assert "| training count | 2 | 3-4 |" in lines
+    assert "| labels / test positives | 10 / 7 | 4 / 9 |" in lines
+    assert "| recommended (2) | 20.0 / 50.0 (± 10.0 / 0.0) | 30.0 / 25.0 (± 0.0 / 0.0) |" in lines
+    assert "| omikuji (1) | 20.0 / 50.0 | 40.0 / 25.0 |" in lines and not any("bce" in line for line in lines)
+    assert long_tail_table(results, "bibtex", ["recommended"]) == []
