@@ -90,8 +90,8 @@ def long_tail_table(results: list[dict[str, Any]], dataset: str, rows: list[str]
     of training counts, micro-F1 at the row's tuned thresholds / R@5 (the share of the bucket's test positives
     ranked in their example's top 5), percent, mean over seeds (± the std where seeds differ). Rows whose runs
     predate the buckets are left out; no lines when none has them."""
-    curves = {r: [run["curves"]["buckets"] for run in runs_of(results, dataset, r) if "buckets" in run["curves"]]
-              for r in rows}
+    curves = {r: [run["curves"]["buckets"] for run in runs_of(results, dataset, r)
+                  if "buckets" in run.get("curves", {})] for r in rows}
     curves = {r: c for r, c in curves.items() if c}
     if not curves:
         return []
