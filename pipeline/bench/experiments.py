@@ -103,6 +103,10 @@ LEARNER = (
     "recommended[epochs=6]",
     "recommended[epochs=15]",
     "recommended[epochs=20]",
+    # Round 4 (session of 2026-11-25): the shared encoder's rows trained by Adagrad's fused kernel.
+    "recommended[encoder_learning_rate=0.03,encoder_optimizer=adagrad]",
+    "recommended[encoder_learning_rate=0.1,encoder_optimizer=adagrad]",
+    "recommended[encoder_learning_rate=0.3,encoder_optimizer=adagrad]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
     f"bce[{_MLP},epochs=15,learning_rate=0.006]",
