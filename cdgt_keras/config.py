@@ -79,6 +79,11 @@ class CDGTConfig:
     asl_gamma_pos: float = 0.0
     asl_gamma_neg: float = 4.0
     asl_clip: float = 0.05
+    # A listwise term added to the payoff: R - listwise_weight / L * CE(softmax over the labels' log-odds of p_hat,
+    # y / |y|), the normalised pick-all-labels reduction (Menon et al. 2019), whose minimiser ranks labels by their
+    # marginals like BCE's but whose gradient on a document's labels competes with every other label's score
+    # (scaled by 1/L so that a weight of 1 gives each logit a gradient of BCE's size). 0: off.
+    listwise_weight: float = 0.0
     # Fusion (SPEC §4)
     fusion: str = "mean"
     core_weight: float = 0.75
@@ -124,6 +129,12 @@ class CDGTConfig:
     # Logit adjustment (Menon et al. 2021): the training loss sees each player's logits shifted by
     # tau * log(freq), the served scores are the unshifted ones, so a rare label scores higher than its prior.
     logit_adjustment: float = 0.0
+    # Neighbour votes (cdgt_keras/neighbours.py): the model keeps the featurized training rows and answers
+    # (1 - w) p_hat + w votes, where votes are the label lists of the `neighbours` training rows nearest (cosine)
+    # to the input, weighted by their similarity; w is the value of `neighbour_weights` with the best validation
+    # P@5 (0 among them: the votes stay out where they add nothing). 0 neighbours: off.
+    neighbours: int = 0
+    neighbour_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0
@@ -148,10 +159,11 @@ class CDGTConfig:
     def __post_init__(self) -> None:
         for name in ("encoder_hidden", "head_hidden"):
             object.__setattr__(self, name, _tuple_of(name, getattr(self, name), int))
-        rates = _tuple_of("player_learning_rates", self.player_learning_rates, float)
-        if not all(math.isfinite(r) for r in rates):
-            raise ValueError(f"player_learning_rates={rates!r} is not allowed; expected finite numbers")
-        object.__setattr__(self, "player_learning_rates", rates)
+        for name in ("player_learning_rates", "neighbour_weights"):
+            values = _tuple_of(name, getattr(self, name), float)
+            if not all(math.isfinite(r) for r in values):
+                raise ValueError(f"{name}={values!r} is not allowed; expected finite numbers")
+            object.__setattr__(self, name, values)
         self._check_types()
         self.validate()
 
@@ -178,7 +190,7 @@ class CDGTConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; choose one of {list(allowed)}")
         _check(self.n_players >= 1, "n_players", self.n_players, "an integer >= 1")
         _check(0.0 <= self.overlap < 1.0, "overlap", self.overlap, "a number in [0, 1)")
-        for name in ("alpha", "beta", "focal_gamma", "asl_gamma_pos", "asl_gamma_neg"):
+        for name in ("alpha", "beta", "focal_gamma", "asl_gamma_pos", "asl_gamma_neg", "listwise_weight"):
             _check(getattr(self, name) >= 0.0, name, getattr(self, name), "a number >= 0")
         _check(self.rarity_clip >= 1.0, "rarity_clip", self.rarity_clip, "a number >= 1")
         _check(self.disagreement_cap > 0.0, "disagreement_cap", self.disagreement_cap, "a number > 0")
@@ -187,6 +199,9 @@ class CDGTConfig:
         _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
         _check(self.encoder_learning_rate >= 0.0, "encoder_learning_rate", self.encoder_learning_rate, "a number >= 0")
+        _check(self.neighbours >= 0, "neighbours", self.neighbours, "an integer >= 0")
+        _check(len(self.neighbour_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.neighbour_weights),
+               "neighbour_weights", self.neighbour_weights, "one or more numbers in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(

@@ -72,8 +72,12 @@ class Game:
     def payoff(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
         """R = E[M(p_hat, y)] of the config's payoff, with its parameters."""
         cfg = self.config
-        return obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
-                          asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
+        value = obj.payoff(y, fused, cfg.payoff, label_weights=self.rarity_w, focal_gamma=cfg.focal_gamma,
+                           asl_gamma_pos=cfg.asl_gamma_pos, asl_gamma_neg=cfg.asl_gamma_neg, asl_clip=cfg.asl_clip)
+        if cfg.listwise_weight:
+            listwise = tf.reduce_mean(obj.listwise_cross_entropy(y, fused))
+            value -= cfg.listwise_weight / self.num_labels * listwise
+        return value
 
     def curiosity_parts(self, i: int, weighted: tf.Tensor, probs: list[tf.Tensor],
                         flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:

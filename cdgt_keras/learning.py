@@ -65,11 +65,12 @@ def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
     return LazyAdam(config.encoder_rate())
 
 
-def build_trainable(config: CDGTConfig, label_freq: np.ndarray) -> Any:
-    """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`."""
+def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None) -> Any:
+    """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`; `memory` (a
+    cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes when `config.neighbours` asks for them."""
     from cdgt_keras.model import CDGTModel
 
-    model = CDGTModel(config, label_freq)
+    model = CDGTModel(config, label_freq, memory)
     model.compile(optimizer=encoder_optimizer(config), jit_compile=False)
     return model
 

@@ -25,6 +25,7 @@ from cdgt_keras.encoders import MLP
 from cdgt_keras.fusion import Fusion
 from cdgt_keras.game import Game, GameTerms
 from cdgt_keras.layout import PlayerLayout
+from cdgt_keras.neighbours import MemoryShape, NeighbourVotes
 from cdgt_keras.sparse import LazyAdam, SparseDense
 
 
@@ -34,7 +35,8 @@ class CDGTModel(keras.Model):
     (set `encoder_hidden=()`). Output: fused probabilities [B, L]; `call(x, return_players=True)` also
     returns each player's probabilities over its own labels."""
 
-    def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any, **kwargs: Any):
+    def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any,
+                 memory: MemoryShape | dict[str, int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         cfg = config if isinstance(config, CDGTConfig) else CDGTConfig.from_dict(config)
         self.cdgt_config = cfg
@@ -64,6 +66,9 @@ class CDGTModel(keras.Model):
         self.wide_scale = [cfg.wide_learning_rate / cfg.player_learning_rate(i) if cfg.wide_learning_rate else 1.0
                            for i in range(cfg.n_players)]
         self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
+        # Neighbour votes need the training split's shape (`memory`); a model built without it has none.
+        self.neighbours = NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
+            if cfg.neighbours and memory is not None else None
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
                                   for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
@@ -179,7 +184,14 @@ class CDGTModel(keras.Model):
         contexts = self.contexts(inputs, training)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts)
+        if self.neighbours is not None and not training:
+            fused = self._with_votes(fused, inputs)
         return {"fused": fused, "players": probs} if return_players else fused
+
+    def _with_votes(self, fused: tf.Tensor, inputs: Any) -> tf.Tensor:
+        """(1 - w) p_hat + w votes (cdgt_keras.neighbours); the votes are not computed while w is 0."""
+        w = tf.convert_to_tensor(self.neighbours.weight)
+        return tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * self.neighbours(inputs), lambda: fused)
 
     # ------------------------------------------------------------------------------------------ the game
     def beta_now(self) -> tf.Tensor:
@@ -251,7 +263,9 @@ class CDGTModel(keras.Model):
 
     # ------------------------------------------------------------------------------------------ saving
     def get_config(self) -> dict[str, Any]:
-        return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist()}
+        memory = self.neighbours.shape.to_dict() if self.neighbours is not None else None
+        return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
+                "memory": memory}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CDGTModel:

@@ -80,6 +80,22 @@ def payoff(y: tf.Tensor, p_hat: tf.Tensor, kind: str, *, label_weights: tf.Tenso
     raise ValueError(f"payoff={kind!r} is not allowed; choose one of {list(CHOICES['payoff'])}")
 
 
+def listwise_cross_entropy(y: tf.Tensor, p_hat: tf.Tensor) -> tf.Tensor:
+    """Per-example CE of the softmax over the labels' log-odds log(p / (1 - p)) against y / |y| (normalised
+    pick-all-labels); an example without labels contributes 0. [B].
+
+    Example:
+        >>> ce = listwise_cross_entropy(tf.constant([[1.0, 0.0]]), tf.constant([[0.5, 0.5]]))
+        >>> round(float(ce[0]), 6)   # softmax of equal log-odds: -log(1/2)
+        0.693147
+    """
+    p = _clip(p_hat)
+    log_odds = tf.math.log(p) - tf.math.log(1.0 - p)
+    count = tf.reduce_sum(y, axis=1)
+    target = y / tf.maximum(count, 1.0)[:, None]
+    return -tf.reduce_sum(target * tf.nn.log_softmax(log_odds, axis=1), axis=1)
+
+
 def correctness(y: tf.Tensor, p_hat: tf.Tensor, mode: str = "all") -> tf.Tensor:
     """c_l: the expected value under p_hat of the paper's indicator 1{y_hat_l = y_l} (`all`), or only its
     true-positive part y_l * p_hat_l (`positives`); or the log-probability of being right (`log`:

@@ -89,12 +89,14 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
         early_stopping,
         epoch_steps,
     )
+    from cdgt_keras.neighbours import MemoryShape, settle
     from pipeline import checkpoint
     from pipeline.resume import EpochHistory, epoch_batches
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
-    model = build_trainable(config, freq)
+    memory = MemoryShape.of(train.features, train.labels) if config.neighbours else None
+    model = build_trainable(config, freq, memory)
     model.build((None, train.num_features))  # every optimizer too, so that a checkpoint can load into it
     stop = early_stopping(config)
     start = 0
@@ -112,6 +114,8 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     started = time.perf_counter()
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop)
+        settle(model, train.features, train.labels, validation.features, validation.labels,
+               config.neighbour_weights, config.batch_size)
         return model, history, time.perf_counter() - started
     import tensorflow as tf
 
@@ -122,6 +126,8 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
                        validation_data=make_dataset(validation.features, validation.labels,
                                                     batch_size=config.batch_size),
                        epochs=config.epochs, callbacks=callbacks, verbose=0)
+    settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
+           config.batch_size)
     return model, history if history is not None else fitted, time.perf_counter() - started
 
 

@@ -31,6 +31,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.learning import StepSchedule, StopOnNonFiniteLoss, build_trainable, early_stopping, epoch_steps
 from cdgt_keras.model import CDGTModel
+from cdgt_keras.neighbours import MemoryShape, settle
 from cdgt_keras.thresholds import tuned_thresholds
 from components.label_stats_component import load_stats
 from pipeline import checkpoint
@@ -101,6 +102,22 @@ def collect_labels(files: list[str], num_labels: int, batch_size: int = 4096) ->
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, num_labels), dtype=np.uint8)
 
 
+def collect_features(files: list[str], parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
+    """The model input of a split (`parse` without labels: transformed features, sparse or dense) as a csr matrix,
+    batch by batch: what the neighbour votes remember (cdgt_keras.neighbours)."""
+    parts = []
+    for x in eval_dataset(files, parse, batch_size):
+        if isinstance(x, tf.SparseTensor):
+            idx = x.indices.numpy()
+            parts.append(sp.csr_matrix((x.values.numpy(), (idx[:, 0], idx[:, 1])),
+                                       shape=tuple(int(d) for d in x.dense_shape.numpy())))
+        else:
+            parts.append(sp.csr_matrix(x.numpy()))
+    if not parts:
+        raise ValueError(f"no examples in {files}")
+    return sp.vstack(parts, format="csr")
+
+
 def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_uri: str, code: str = "") -> str:
     """A directory that a rerun of the same training (same config, data, statistics, code) finds again."""
     key = json.dumps({"config": config.to_dict(), "train": train_files, "stats": stats_uri, "code": code},
@@ -108,9 +125,9 @@ def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_
     return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
-def build_model(config: CDGTConfig, freq: np.ndarray, width: int) -> CDGTModel:
+def build_model(config: CDGTConfig, freq: np.ndarray, width: int, memory: MemoryShape | None = None) -> CDGTModel:
     """A compiled, built CDGTModel (every optimizer built on its own variables)."""
-    model = build_trainable(config, freq)
+    model = build_trainable(config, freq, memory)
     model.build((None, width))
     return model
 
@@ -141,12 +158,17 @@ def run_fn(fn_args: Any) -> None:
     ckpt = checkpoint_dir(custom["checkpoint_root"], config, train_files, custom["label_stats_uri"],
                           custom.get("code", ""))
 
+    remembered = None
+    if config.neighbours:  # the neighbour votes remember the transformed training split
+        no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
+        remembered = collect_features(train_files, no_labels), collect_labels(train_files, num_labels)
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
-        model = build_model(config, np.asarray(stats["freq"], np.float64), width)
+        model = build_model(config, np.asarray(stats["freq"], np.float64), width,
+                            MemoryShape.of(*remembered) if remembered else None)
     early = early_stopping(config)
     start = checkpoint.restore(model, ckpt, early)
     if checkpoint.stopped_early(ckpt):
@@ -165,6 +187,9 @@ def run_fn(fn_args: Any) -> None:
                                                config.seed, start, config.epochs, steps),
                   eval_dataset(val_files, parse, config.batch_size), steps, start, callbacks, early)
 
+    if remembered:
+        val_features = collect_features(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False))
+        settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size)
     with quiet_exhausted_input():
         val_probs = np.asarray(model.predict(val_x, verbose=0))
     thresholds = tuned_thresholds(val_probs, val_labels, config)

@@ -30,13 +30,20 @@ class Export:
 
 
 def _model(width: int) -> Any:
+    """A tiny model with neighbour votes (weight 0.5) over 30 random training rows, so that every export test
+    also holds the votes to the Keras model's."""
     from cdgt_keras.config import CDGTConfig
     from cdgt_keras.model import CDGTModel
+    from cdgt_keras.neighbours import MemoryShape
 
-    config = CDGTConfig(n_players=2, encoder_hidden=(16,), head_hidden=(8,), seed=0)
+    config = CDGTConfig(n_players=2, encoder_hidden=(16,), head_hidden=(8,), seed=0, neighbours=4)
     freq = np.linspace(0.5, 0.01, NUM_LABELS)
-    model = CDGTModel(config, freq)
+    train_x = sp.random(30, width, density=0.3, format="csr", dtype=np.float32, random_state=5)
+    train_y = sp.csr_matrix((np.random.default_rng(5).random((30, NUM_LABELS)) < 0.3).astype(np.float32))
+    model = CDGTModel(config, freq, MemoryShape.of(train_x, train_y))
     model.build((None, width))
+    model.neighbours.remember(train_x, train_y)
+    model.neighbours.weight.assign(0.5)
     return model
 
 

@@ -1,0 +1,122 @@
+"""Neighbour votes (cdgt_keras/neighbours.py): against a numpy k-nearest-neighbour computation, inside the model,
+tuned on validation, saved and loaded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.inputs import to_sparse_tensor
+from cdgt_keras.neighbours import MemoryShape, NeighbourVotes, settle, tune_weight
+
+
+def _reference_votes(train_x: np.ndarray, train_y: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:
+    """Plain numpy: cosine similarities, the k largest per row (ties by lower row id), votes normalised."""
+    unit = train_x / np.maximum(np.linalg.norm(train_x, axis=1, keepdims=True), 1e-12)
+    q = query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-12)
+    sims = q @ unit.T
+    out = np.zeros((query.shape[0], train_y.shape[1]))
+    for i, row in enumerate(sims):
+        top = np.argsort(-row, kind="stable")[:k]
+        w = np.maximum(row[top], 0.0)
+        out[i] = (w[:, None] * train_y[top]).sum(0) / max(w.sum(), 1e-12)
+    return out
+
+
+def _data(seed: int = 0, n: int = 40, d: int = 30, labels: int = 6) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    rng = np.random.default_rng(seed)
+    x = sp.random(n, d, density=0.2, format="csr", random_state=seed, dtype=np.float64)
+    x.data = rng.random(x.nnz) + 0.1  # no ties between similarities
+    y = sp.csr_matrix((rng.random((n, labels)) < 0.3).astype(np.float32))
+    return x, y
+
+
+@pytest.mark.parametrize("sparse_query", [True, False])
+def test_votes_equal_numpy_knn(sparse_query: bool) -> None:
+    x, y = _data()
+    query = sp.random(5, 30, density=0.3, format="csr", random_state=1)
+    layer = NeighbourVotes(MemoryShape.of(x, y), num_labels=6, k=4)
+    layer.remember(x * 3.0, y)  # rows are scaled to unit length: the scale does not matter
+    got = layer(to_sparse_tensor(query) if sparse_query else query.toarray().astype(np.float32)).numpy()
+    want = _reference_votes(x.toarray(), y.toarray(), query.toarray(), 4)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_dense_features_with_negative_similarities() -> None:
+    rng = np.random.default_rng(2)
+    x, query = rng.normal(size=(20, 5)), rng.normal(size=(4, 5))
+    y = (rng.random((20, 3)) < 0.4).astype(np.float32)
+    layer = NeighbourVotes(MemoryShape.of(x, y), num_labels=3, k=20)  # every row, negative ones count 0
+    layer.remember(x, y)
+    np.testing.assert_allclose(layer(query.astype(np.float32)).numpy(), _reference_votes(x, y, query, 20), atol=1e-6)
+
+
+def test_remember_checks_the_shape() -> None:
+    x, y = _data()
+    layer = NeighbourVotes(MemoryShape.of(x, y), num_labels=6, k=3)
+    with pytest.raises(ValueError, match="memory holds"):
+        layer.remember(x[:-1], y[:-1])
+
+
+def test_tune_weight_by_hand() -> None:
+    # two documents; the model ranks label 0 first on both, the votes label 1; P@1 of the blends by hand:
+    # w=0: 1/2 (doc 0 right); w=0.5: doc 0 0.45 vs 0.55 -> label 1 (wrong), doc 1 0.3 vs 0.7 -> label 1 (right): 1/2;
+    # w=0.9: same as 0.5. Ties go to the smaller weight.
+    p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
+    truth = sp.csr_matrix([[1, 0], [0, 1]])
+    best, table = tune_weight(lambda: [(p, v, truth)], (0.9, 0.5, 0.0), k=1)
+    assert best == 0.0 and table == {0.0: 0.5, 0.5: 0.5, 0.9: 0.5}
+    best, table = tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5), k=1)
+    assert best == 0.5 and table == {0.0: 0.0, 0.5: 1.0}
+
+
+def _model(x: sp.csr_matrix, y: sp.csr_matrix, neighbours: int = 5):
+    from cdgt_keras.learning import build_trainable
+
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=neighbours,
+                        neighbour_weights=(0.0, 0.5))
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
+    model.build((None, x.shape[1]))
+    return model
+
+
+def test_model_blends_votes_with_its_weight() -> None:
+    x, y = _data()
+    model = _model(x, y)
+    plain = np.asarray(model(to_sparse_tensor(x[:8])))  # weight 0: the players' fused output alone
+    model.neighbours.remember(x, y)
+    np.testing.assert_allclose(np.asarray(model(to_sparse_tensor(x[:8]))), plain, atol=1e-7)
+    model.neighbours.weight.assign(0.25)
+    votes = model.neighbours(to_sparse_tensor(x[:8])).numpy()
+    np.testing.assert_allclose(np.asarray(model(to_sparse_tensor(x[:8]))), 0.75 * plain + 0.25 * votes, atol=1e-6)
+    training = np.asarray(model(to_sparse_tensor(x[:8]), training=True))  # the game never sees the votes
+    assert not np.allclose(training, 0.75 * plain + 0.25 * votes)
+
+
+def test_settle_sets_the_best_weight_and_the_model_round_trips(tmp_path) -> None:
+    import keras
+
+    x, y = _data()
+    model = _model(x, y)
+    # validation = training rows: each row's nearest neighbour is itself, so the votes win on P@5
+    table = settle(model, x, y, x, y, (0.0, 0.5), batch_size=16, rows=24)
+    assert set(table) == {0.0, 0.5} and table[0.5] > table[0.0]
+    assert float(model.neighbours.weight.numpy()) == 0.5
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.neighbours.shape == model.neighbours.shape
+    np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), np.asarray(model(to_sparse_tensor(x[:6]))),
+                               atol=1e-6)
+
+
+def test_config_off_or_without_memory_has_no_votes() -> None:
+    from cdgt_keras.model import CDGTModel
+
+    x, y = _data()
+    assert _model(x, y, neighbours=0).neighbours is None
+    assert CDGTModel(CDGTConfig(neighbours=5), np.full(6, 0.1)).neighbours is None
+    with pytest.raises(ValueError, match="neighbour_weights"):
+        CDGTConfig(neighbour_weights=(1.5,))
