@@ -30,7 +30,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.records import read_manifest
+from cdgt_keras.records import SPLITS, read_manifest
 from cdgt_keras.text import TextOptions
 from components.baseline import LatestBlessedOtherModelStrategy
 from components.evaluation import MultiLabelEvaluator
@@ -52,7 +52,6 @@ TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline
                 "pipeline/checkpoint.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")  # Kubeflow-compatible pipeline names
-SPLITS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)
