@@ -122,13 +122,10 @@ def player_f1(players: list[np.ndarray], player_labels: list[np.ndarray], truth:
     n_labels = np.zeros((len(players), 2), np.int64)
     n_positives = np.zeros((len(players), 2), np.int64)
     for i, (probs, labels) in enumerate(zip(players, player_labels)):
-        pred = apply_thresholds(probs, thresholds[labels])
-        sub = truth[:, labels]
         for j, group in enumerate((head, tail)):
-            cols = np.flatnonzero(np.isin(labels, group))
-            n_labels[i, j], n_positives[i, j] = cols.size, sub[:, cols].nnz
-            if cols.size and n_positives[i, j]:
-                f1[i, j] = M.micro_f1(sub[:, cols], pred[:, cols])
+            n_labels[i, j], n_positives[i, j], score = M.player_subset_f1(probs, labels, truth, thresholds, group)
+            if score is not None and n_positives[i, j]:
+                f1[i, j] = score
     return f1, n_labels, n_positives
 
 
