@@ -218,6 +218,33 @@ def rare_f1(y_true: Matrix, y_pred: Matrix, tail_labels: Sequence[int] | np.ndar
     return _micro(tp[tail], t[tail], p[tail])
 
 
+def player_subset_f1(probs: np.ndarray, labels: np.ndarray, truth: Matrix, thresholds: np.ndarray,
+                     subset: np.ndarray) -> tuple[int, int, float | None]:
+    """One player's micro-F1 on those of its labels that lie in `subset` (L_i ∩ head, L_i ∩ tail), deciding
+    p > each label's tuned threshold.
+
+    `probs` [n, |labels|] are the player's probabilities for its labels `labels` (ids in [0, L)); `truth` [n, L] and
+    `thresholds` [L] cover every label. Returns how many of its labels lie in `subset`, their positives in `truth`,
+    and the F1 (None where none of its labels lies in `subset`).
+
+    Example:
+        >>> truth = sp.csr_matrix(np.array([[0, 1, 0, 1], [0, 0, 1, 0]]))
+        >>> probs = np.array([[0.9, 0.2], [0.1, 0.8]])       # a player owning labels 1 and 2
+        >>> player_subset_f1(probs, np.array([1, 2]), truth, np.full(4, 0.5), subset=np.array([0, 1]))
+        (1, 1, 1.0)
+        >>> player_subset_f1(probs, np.array([1, 2]), truth, np.full(4, 0.5), subset=np.array([3]))
+        (0, 0, None)
+    """
+    labels = np.asarray(labels)
+    cols = np.flatnonzero(np.isin(labels, subset))  # the player's columns whose label lies in `subset`
+    if not cols.size:
+        return 0, 0, None
+    owned = labels[cols]
+    sub = sp.csr_matrix(truth)[:, owned]
+    pred = np.asarray(probs)[:, cols] > np.asarray(thresholds)[owned][None, :]
+    return int(cols.size), int(sub.nnz), micro_f1(sub, pred)
+
+
 def hamming_loss(y_true: Matrix, y_pred: Matrix) -> float:
     """Fraction of the n·L entries where prediction and truth differ."""
     return _hamming(*_f1_counts(y_true, y_pred), _as_csr(y_true).shape[0])

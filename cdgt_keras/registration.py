@@ -6,8 +6,8 @@ How: when Keras is already imported, the classes' modules are imported at once; 
 `sys.meta_path` waits for the first import of `keras` or `tensorflow` (each imports the other) and imports them when
 the outermost of those imports has finished, then removes itself.
 
-Example:
-    >>> import cdgt_keras, keras                                    # doctest: +SKIP
+Example (the second line needs a trained model):
+    >>> import cdgt_keras, keras
     >>> keras.models.load_model("runs/demo/model.keras")            # doctest: +SKIP
 """
 

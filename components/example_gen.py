@@ -24,11 +24,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from cdgt_keras.config import CDGTConfig
+from cdgt_keras.records import SPLITS
 from components import build_progress, manifest, rare_variants
 from components.build_combiners import FirstRejectFn, SplitCountsFn, TallyFn
 from components.formats.errors import BuildFailed
 from components.formats.record import Record, to_tf_example
-from components.formats.splits import SPLITS
 from components.formats.vocabulary import Vocabulary, build_vocabulary
 from components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.formats.splits import SPLITS
+from cdgt_keras.records import SPLITS
 from components.formats.textio import strip_compression
 
 MANIFEST_FILE = "manifest.json"

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.records import SPLITS
 from components.formats.record import Record, to_tf_example
-from components.formats.splits import SPLITS
 from components.label_stats import STATS_FILE, label_statistics, write_json, write_text_atomic
 from components.manifest import MANIFEST_FILE
 

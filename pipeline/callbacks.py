@@ -33,6 +33,7 @@ import tensorflow as tf
 from cdgt_keras import metrics as M
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
+from pipeline.plots import frequency_curve, pyplot
 
 TOP_K = (1, 3, 5)
 # What ValidationReport adds to the Keras logs (as val_<name>); Keras' TensorBoard writes validation/epoch_<name>.
@@ -69,36 +70,10 @@ def log_hparams(log_dir: str, config: CDGTConfig, trial_id: str) -> None:
 
 def figure_to_image(fig: Any) -> tf.Tensor:
     """A matplotlib figure as a [1, H, W, 4] uint8 tensor for tf.summary.image."""
-    import matplotlib.pyplot as plt
-
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
+    pyplot().close(fig)
     return tf.image.decode_png(buffer.getvalue(), channels=4)[tf.newaxis]
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def frequency_curve(counts: np.ndarray, head: np.ndarray, tail: np.ndarray) -> Any:
-    """Log-log training count against frequency rank, head and tail shaded."""
-    ordered = np.sort(np.asarray(counts, dtype=np.float64))[::-1]
-    fig, ax = _pyplot().subplots(figsize=(5, 3.5))
-    ax.loglog(np.arange(1, ordered.size + 1), np.maximum(ordered, 0.5))
-    ax.axvspan(1, max(1, head.size), alpha=0.15, color="tab:green", label=f"head ({head.size})")
-    ax.axvspan(max(1, ordered.size - tail.size + 1), ordered.size, alpha=0.15, color="tab:red",
-               label=f"tail ({tail.size})")
-    ax.set_xlabel("label rank")
-    ax.set_ylabel("training positives")
-    ax.legend()
-    fig.tight_layout()
-    return fig
 
 
 def empty_reason(n_labels: int, n_positives: int, bucket: str) -> str | None:
@@ -121,7 +96,7 @@ def player_f1_chart(f1: np.ndarray, n_labels: np.ndarray, n_positives: np.ndarra
     bucket is empty). An empty bar says why (a middle player owns neither head nor tail labels, or its labels have
     no positive in the validation split); each tick shows how many head and tail labels the player owns."""
     n = f1.shape[0]
-    fig, ax = _pyplot().subplots(figsize=(1.8 * n + 3, 3.8))
+    fig, ax = pyplot().subplots(figsize=(1.8 * n + 3, 3.8))
     for j, (bucket, offset) in enumerate((("head", -0.2), ("tail", 0.2))):
         ax.bar(np.arange(n) + offset, np.nan_to_num(f1[:, j]), 0.4, label=f"{bucket} labels")
         for i in range(n):
@@ -147,13 +122,10 @@ def player_f1(players: list[np.ndarray], player_labels: list[np.ndarray], truth:
     n_labels = np.zeros((len(players), 2), np.int64)
     n_positives = np.zeros((len(players), 2), np.int64)
     for i, (probs, labels) in enumerate(zip(players, player_labels)):
-        pred = apply_thresholds(probs, thresholds[labels])
-        sub = truth[:, labels]
         for j, group in enumerate((head, tail)):
-            cols = np.flatnonzero(np.isin(labels, group))
-            n_labels[i, j], n_positives[i, j] = cols.size, sub[:, cols].nnz
-            if cols.size and n_positives[i, j]:
-                f1[i, j] = M.micro_f1(sub[:, cols], pred[:, cols])
+            n_labels[i, j], n_positives[i, j], score = M.player_subset_f1(probs, labels, truth, thresholds, group)
+            if score is not None and n_positives[i, j]:
+                f1[i, j] = score
     return f1, n_labels, n_positives
 
 
@@ -187,7 +159,7 @@ class ValidationReport(keras.callbacks.Callback):
 
     def images(self) -> dict[str, tf.Tensor]:
         """The label-frequency curve and, once an epoch has tuned thresholds, each player's head/tail F1."""
-        out = {"label_frequency_curve": figure_to_image(frequency_curve(self.counts, self.head, self.tail))}
+        out = {"label_frequency_curve": figure_to_image(frequency_curve(self.counts, self.head.size, self.tail.size))}
         if self.thresholds is not None:
             counts = player_f1(self.player_scores(), self.model.layout.player_labels, self.labels, self.thresholds,
                                self.head, self.tail)

@@ -255,33 +255,11 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def plot_frequency_curve(stats: dict, png: str) -> None:
-    """Log-log plot of training count against frequency rank, head and tail shaded."""
-    import matplotlib
+    """The label-frequency curve of label statistics (components/label_stats.py) as a PNG."""
+    from pipeline.plots import frequency_curve, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    counts = np.asarray(stats["counts"], dtype=np.float64)[np.asarray(stats["order"], dtype=np.int64)]
-    ranks = np.arange(1, counts.size + 1)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.loglog(ranks, np.maximum(counts, 0.5), lw=1.5)
-    n_head, n_tail = len(stats["head"]), len(stats["tail"])
-    if n_head:
-        ax.axvspan(1, n_head, alpha=0.15, color="tab:green", label=f"head ({n_head})")
-    if n_tail:
-        ax.axvspan(
-            max(1, counts.size - n_tail + 1),
-            counts.size,
-            alpha=0.15,
-            color="tab:red",
-            label=f"tail ({n_tail})",
-        )
-    ax.set_xlabel("label rank (by training frequency)")
-    ax.set_ylabel("training positives (0 drawn at 0.5)")
     summary = stats["summary"]
-    ax.set_title(f"M = {summary['M']:,}, L = {summary['L']:,}")
-    ax.legend()
-    fig.tight_layout()
+    fig = frequency_curve(stats["counts"], len(stats["head"]), len(stats["tail"]),
+                          title=f"M = {summary['M']:,}, L = {summary['L']:,}", figsize=(6, 4))
     fig.savefig(png, dpi=120)
-    plt.close(fig)
+    pyplot().close(fig)

@@ -25,7 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-EMBEDDED = ("synthetic", "synthetic-sparse")
+# Named data sets cdgt writes itself (no data directory): name -> the synthetic generator's arguments.
+EMBEDDED: dict[str, dict[str, bool]] = {
+    "synthetic": {"sparse": False},
+    "synthetic-sparse": {"sparse": True},
+}
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, ro
         from components.synthetic_source import write_synthetic
 
         log(f"writing the embedded {name} data to {out}")
-        write_synthetic(str(out), sparse=name.endswith("sparse"), seed=0, overwrite=True)
+        write_synthetic(str(out), seed=0, overwrite=True, **EMBEDDED[name])
         return out
     if not root.is_dir():
         raise FileNotFoundError(f"data set {name!r}: data root {root} not found (set CDGT_DATA_DIR)")

@@ -30,7 +30,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.records import read_manifest
+from cdgt_keras.records import SPLITS, read_manifest
 from cdgt_keras.text import TextOptions
 from components.baseline import LatestBlessedOtherModelStrategy
 from components.evaluation import MultiLabelEvaluator
@@ -49,10 +49,9 @@ RUN_FN = "pipeline.trainer_module.run_fn"
 TRANSFORM_CODE = ("pipeline/transform_module.py", "serving/model_input.py", "cdgt_keras/records.py",
                   "cdgt_keras/text.py", "cdgt_keras/featurizer.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
-                "pipeline/checkpoint.py", "pipeline/transform_module.py", "components/trainer.py",
+                "pipeline/checkpoint.py", "pipeline/plots.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")  # Kubeflow-compatible pipeline names
-SPLITS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from pipeline.beam_options import add_beam_arguments, beam_args
 from pipeline.console import progress
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
-REPO = Path(__file__).resolve().parents[1]
-
 HELP = """\
 Run the TFX pipeline: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform ->
 LabelStatsGen -> Trainer -> Evaluator (TFMA, blessing against the latest blessed model) + multi-label

@@ -18,15 +18,10 @@ from typing import Any
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
+from pipeline.datasets import EMBEDDED
 
 CHECKPOINT_DIR = "checkpoint"  # in a run directory: the last epoch's training state, until the run completes
 RUN_FILE = "run.json"  # in CHECKPOINT_DIR: the fingerprint of the data the run trains on
-
-# Named data sets `--dataset` knows without a data directory.
-EMBEDDED = {
-    "synthetic": {"sparse": False},
-    "synthetic-sparse": {"sparse": True},
-}
 
 
 def load_embedded(name: str, seed: int = 0) -> dict[str, MultiLabelData]:

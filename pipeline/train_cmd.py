@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.train import CHECKPOINT_DIR, EMBEDDED
+from pipeline.datasets import EMBEDDED
+from pipeline.train import CHECKPOINT_DIR
 
 HELP = """\
 Train CDGTModel on the embedded synthetic data (default) or on a directory built by `cdgt data build`,

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 
-SPLITS = ("train", "validation", "test")
-
 
 def unit_hash(key: str, salt: str = "") -> float:
     """A number in [0, 1) from md5(salt + key): stable across machines, runs and Python versions."""

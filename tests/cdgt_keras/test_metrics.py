@@ -274,3 +274,13 @@ def test_large_sparse_case_runs():
     dense_scores = np.zeros((200, num_labels), dtype=np.float32)
     dense_scores[np.arange(200), ids[:200, 0]] = 1.0
     assert m.precision_at_k(y[:200], dense_scores, 5) > 0.0
+
+
+def test_player_subset_f1_counts_only_the_players_labels_in_the_subset():
+    truth = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]))
+    probs = np.array([[0.9, 0.1, 0.2], [0.6, 0.7, 0.1], [0.2, 0.9, 0.3]])  # a player owning labels 1, 2 and 3
+    labels, thresholds = np.array([1, 2, 3]), np.array([0.5, 0.5, 0.5, 0.5])
+    n_labels, positives, f1 = m.player_subset_f1(probs, labels, truth, thresholds, subset=np.array([0, 1, 2]))
+    assert (n_labels, positives) == (2, 4)
+    assert f1 == pytest.approx(f1_score(truth.toarray()[:, [1, 2]], probs[:, :2] > 0.5, average="micro"))
+    assert m.player_subset_f1(probs, labels, truth, thresholds, subset=np.array([0])) == (0, 0, None)
