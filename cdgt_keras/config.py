@@ -134,7 +134,7 @@ class CDGTConfig:
     # to the input, weighted by their similarity; w is the value of `neighbour_weights` with the best validation
     # P@5 (0 among them: the votes stay out where they add nothing). 0 neighbours: off.
     neighbours: int = 0
-    neighbour_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    neighbour_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0

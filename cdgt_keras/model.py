@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from cdgt_keras import neighbours as nb  # the module: importable first without a cycle (registration.py)
 from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
@@ -25,7 +26,6 @@ from cdgt_keras.encoders import MLP
 from cdgt_keras.fusion import Fusion
 from cdgt_keras.game import Game, GameTerms
 from cdgt_keras.layout import PlayerLayout
-from cdgt_keras.neighbours import MemoryShape, NeighbourVotes
 from cdgt_keras.sparse import LazyAdam, SparseDense
 
 
@@ -36,7 +36,7 @@ class CDGTModel(keras.Model):
     returns each player's probabilities over its own labels."""
 
     def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any,
-                 memory: MemoryShape | dict[str, int] | None = None, **kwargs: Any):
+                 memory: nb.MemoryShape | dict[str, int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         cfg = config if isinstance(config, CDGTConfig) else CDGTConfig.from_dict(config)
         self.cdgt_config = cfg
@@ -67,7 +67,7 @@ class CDGTModel(keras.Model):
                            for i in range(cfg.n_players)]
         self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
         # Neighbour votes need the training split's shape (`memory`); a model built without it has none.
-        self.neighbours = NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
+        self.neighbours = nb.NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
             if cfg.neighbours and memory is not None else None
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
                                   for i in range(n)]

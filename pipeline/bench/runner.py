@@ -149,6 +149,9 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
     body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
+    if model.neighbours is not None:  # the weight tuned on validation and validation P@5 under each weight
+        body["neighbours"] = {"weight": float(model.neighbours.weight.numpy()),
+                              "validation_p_at_5": {str(w): p for w, p in model.neighbours.tuning.items()}}
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     del model
