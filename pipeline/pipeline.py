@@ -46,8 +46,8 @@ PREPROCESSING_FN = "pipeline.transform_module.preprocessing_fn"
 RUN_FN = "pipeline.trainer_module.run_fn"
 # The code each step runs. Its fingerprint goes into the step's custom_config, so a change retrains and nothing
 # else does (TFX's module_file packaging would fingerprint every file of pipeline/, CLI code included).
-TRANSFORM_CODE = ("pipeline/transform_module.py", "serving/model_input.py", "cdgt_keras/records.py",
-                  "cdgt_keras/text.py", "cdgt_keras/featurizer.py")
+TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdgt_keras/text.py",
+                  "cdgt_keras/featurizer.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
                 "pipeline/checkpoint.py", "pipeline/plots.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py")
