@@ -30,7 +30,7 @@ import tensorflow_transform as tft
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import LABELS, read_labels
-from cdgt_keras.learning import StepSchedule, StopOnNonFiniteLoss, build_trainable, early_stopping, epoch_steps
+from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape, settle
 from cdgt_keras.thresholds import tuned_thresholds
@@ -113,13 +113,6 @@ def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_
     return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
-def build_model(config: CDGTConfig, freq: np.ndarray, width: int, memory: MemoryShape | None = None) -> CDGTModel:
-    """A compiled, built CDGTModel (every optimizer built on its own variables)."""
-    model = build_trainable(config, freq, memory)
-    model.build((None, width))
-    return model
-
-
 def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset, steps: int, start: int,
         callbacks: list[keras.callbacks.Callback],
         early: keras.callbacks.EarlyStopping | None = None) -> dict[str, list[float]]:
@@ -155,21 +148,17 @@ def run_fn(fn_args: Any) -> None:
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
-        model = build_model(config, np.asarray(stats["freq"], np.float64), width,
-                            MemoryShape.of(*remembered) if remembered else None)
-    early = early_stopping(config)
-    start = checkpoint.restore(model, ckpt, early)
-    if checkpoint.stopped_early(ckpt):
-        start = config.epochs
+        setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
+                          MemoryShape.of(*remembered) if remembered else None)
+    model, early, steps = setup.model, setup.early_stopping, setup.steps
+    start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:
         print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
     val_x = eval_dataset(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False), config.batch_size)
     val_labels = read_labels(val_files, num_labels)
     report = ValidationReport(val_x, val_labels, stats, config)
-    steps = epoch_steps(int(stats["num_train"]), config)[1]
-    callbacks = [StopOnNonFiniteLoss(), StepSchedule(config, steps * config.epochs), report,
-                 CdgtTensorBoard(fn_args.model_run_dir, report), *([early] if early else []),
-                 checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()]
+    callbacks = setup.callbacks(config, [report, CdgtTensorBoard(fn_args.model_run_dir, report)],
+                                [checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()])
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
     history = fit(model, config, train_dataset(train_files, parse, config.batch_size, int(stats["num_train"]),
                                                config.seed, start, config.epochs, steps),
