@@ -39,6 +39,7 @@ from components.schema_gate import SchemaGate
 from components.shard_check import ShardCheck
 from components.trainer import CdgtTrainer
 from pipeline.beam_options import beam_pipeline_args
+from pipeline.blessing import MAX_AUC_DROP, MIN_AUC
 from serving.export import LABELS_MULTI_HOT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,8 +64,8 @@ class PipelineSettings:
     root: str
     serving_dir: str
     metadata_path: str | None = None  # local ML-Metadata SQLite; None where the orchestrator has its own (Kubeflow)
-    min_auc: float = 0.6  # TFMA value threshold on the micro AUC over all (example, label) pairs
-    max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
+    min_auc: float = MIN_AUC  # TFMA value threshold on the micro AUC over all (example, label) pairs
+    max_auc_drop: float = MAX_AUC_DROP  # change threshold: at most this much below the latest blessed model
     beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
     # A curated schema (text proto) to import and hold the data to: its anomalies stop the run before Transform.
