@@ -24,9 +24,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.features import FEATURE_KINDS
 from cdgt_keras.text import TextFeaturizer, TextOptions
-
-FEATURE_KINDS = ("dense", "sparse", "text")
 
 
 def z_score(x: Any, mean: Any, variance: Any) -> Any:

@@ -8,6 +8,7 @@ learning-rate schedule, the validation ranking monitor and early stopping with b
 - `RankingMonitor`: each epoch, P@k / PSP@k / nDCG@k of the validation split, added to the logs as `val_<name>`.
 - `StopOnNonFiniteLoss`: a NaN or infinite loss stops training with an error (nothing diverged is saved).
 - `early_stopping(config)`: stop on `val_<early_stopping_metric>` (highest is best) and restore the best weights.
+- `fit_setup(config, label_freq, width, num_train)`: all of the above put together the one way every path trains.
 
 Example:
     >>> multiplier(step=55, total=100, warmup=10, kind="cosine")   # halfway through the decay: (1 + cos(pi/2)) / 2
@@ -17,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -161,3 +163,31 @@ def early_stopping(config: CDGTConfig) -> keras.callbacks.EarlyStopping | None:
         return None
     return keras.callbacks.EarlyStopping(monitor=f"val_{config.early_stopping_metric}", mode="max",
                                          patience=config.early_stopping_patience, restore_best_weights=True)
+
+
+@dataclass
+class FitSetup:
+    """What every training road (`cdgt train` and the bench through pipeline/train.py, the TFX Trainer) sets up the
+    same way before model.fit: the built model, its early stopping and the steps of one epoch. Written once here,
+    so that both roads train with the same optimizers, schedule and stopping rule."""
+
+    model: Any
+    early_stopping: keras.callbacks.EarlyStopping | None
+    steps: int  # training steps in one epoch (epoch_steps)
+
+    def callbacks(self, config: CDGTConfig, monitors: list[keras.callbacks.Callback],
+                  after: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
+        """model.fit's callbacks, in the order they must run: a non-finite loss stops first, the schedule sets the
+        rates, `monitors` add the val_ figures early stopping reads, early stopping, then `after` (the checkpoint
+        after early stopping, whose progress it saves; then what reports the epoch)."""
+        stop = [self.early_stopping] if self.early_stopping is not None else []
+        return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * config.epochs), *monitors, *stop, *after]
+
+
+def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train: int, memory: Any = None) -> FitSetup:
+    """A compiled CDGTModel built for inputs of `width` (every optimizer too, so that a checkpoint can load into
+    it), with `early_stopping(config)` and the epoch's steps over `num_train` training rows; `memory` as in
+    build_trainable. Under a distribution strategy, call it inside the strategy's scope."""
+    model = build_trainable(config, label_freq, memory)
+    model.build((None, width))
+    return FitSetup(model, early_stopping(config), epoch_steps(num_train, config)[1])

@@ -1,7 +1,7 @@
 """Read a built data directory (`cdgt data build` output: manifest.json + gzipped tf.Example TFRecords).
 
-The tf.Example keys are a contract with the ingestion (components/formats/record.py) and the serving
-signature: `labels` (int64 list), `id` (bytes), and one of `features` (float list), `feature_ids` +
+The tf.Example keys are the feature contract of cdgt_keras.features (shared with the ingestion and the serving
+signature): `labels` (int64 list), `id` (bytes), and one of `features` (float list), `feature_ids` +
 `feature_values` (sparse), or `text` (bytes).
 
 Example:
@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgt_keras.data import MultiLabelData
+from cdgt_keras.features import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, label_spec, labels_csr, stack_labels
 
-LABELS, ID, DENSE, SPARSE_IDS, SPARSE_VALUES, TEXT = "labels", "id", "features", "feature_ids", "feature_values", "text"
 SPLITS = ("train", "validation", "test")
 
 
@@ -59,7 +59,7 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
     directory = Path(directory)
     manifest = manifest or read_manifest(directory)
     kind, num_labels = manifest["feature_kind"], int(manifest["num_labels"])
-    spec: dict[str, Any] = {LABELS: tf.io.VarLenFeature(tf.int64)}
+    spec: dict[str, Any] = label_spec()
     if kind == "dense":
         spec[DENSE] = tf.io.FixedLenFeature([int(manifest["num_features"])], tf.float32)
     elif kind == "sparse":
@@ -73,7 +73,7 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
     _check_files(directory, split, files, manifest)
     label_rows, feature_parts = [], []
     for batch in _batches(files, spec, batch_size):
-        label_rows.append(_csr_rows(batch[LABELS], num_labels))
+        label_rows.append(labels_csr(batch[LABELS], num_labels))
         if kind == "dense":
             feature_parts.append(batch[DENSE].numpy())
         elif kind == "sparse":
@@ -82,7 +82,7 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
         else:
             feature_parts.append(np.array([t.decode("utf-8") for t in batch[TEXT].numpy()], dtype=object))
     _check_count(directory, split, files, manifest, sum(rows.shape[0] for rows in label_rows))
-    labels = sp.vstack(label_rows, format="csr") if label_rows else sp.csr_matrix((0, num_labels), dtype=np.uint8)
+    labels = stack_labels(label_rows, num_labels)
     if kind == "dense":
         features: Any = np.concatenate(feature_parts) if feature_parts else np.zeros((0, manifest["num_features"]))
     elif kind == "sparse":
@@ -145,14 +145,6 @@ def read_splits(directory: str | Path) -> dict[str, MultiLabelData]:
     """Every split of a built data directory, each checked against the manifest's shard list and counts."""
     manifest = read_manifest(directory)
     return {split: read_split(directory, split, manifest) for split in SPLITS}
-
-
-def _csr_rows(labels, num_labels: int) -> sp.csr_matrix:
-    """A batch's VarLen `labels` as a 0/1 uint8 csr [B, L]."""
-    idx = labels.indices.numpy()
-    values = labels.values.numpy()
-    rows = labels.dense_shape.numpy()[0]
-    return sp.csr_matrix((np.ones(values.size, np.uint8), (idx[:, 0], values)), shape=(rows, num_labels))
 
 
 def _sparse_features(ids, values, num_features: int) -> sp.csr_matrix:

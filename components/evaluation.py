@@ -23,6 +23,7 @@ import numpy as np
 from tfx import v1 as tfx
 from tfx.types import artifact, artifact_utils
 
+from cdgt_keras.features import LABELS, label_spec, labels_csr, stack_labels
 from cdgt_keras.metrics import HEADLINE_METRICS
 from components.label_stats_component import LabelFrequencies, load_stats
 
@@ -46,7 +47,6 @@ def serving_dir(model_uri: str) -> str:
 
 def score_split(export_dir: str, file_pattern: str, num_labels: int, batch_size: int = 1024) -> tuple[Any, Any, Any]:
     """(scores [n, L], truth csr [n, L], thresholds [L]) from the exported model on gzipped tf.Examples."""
-    import scipy.sparse as sp
     import tensorflow as tf
 
     loaded = tf.saved_model.load(export_dir)
@@ -55,14 +55,11 @@ def score_split(export_dir: str, file_pattern: str, num_labels: int, batch_size:
     if not files:
         raise FileNotFoundError(f"no examples match {file_pattern}")
     scores, truth = [], []
-    spec = {"labels": tf.io.VarLenFeature(tf.int64)}
+    spec = label_spec()
     for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
         scores.append(serve(examples=batch)["scores"].numpy())
-        ids = tf.io.parse_example(batch, spec)["labels"]
-        idx = ids.indices.numpy()
-        truth.append(sp.csr_matrix((np.ones(idx.shape[0], np.uint8), (idx[:, 0], ids.values.numpy())),
-                                   shape=(int(ids.dense_shape[0]), num_labels)))
-    return np.concatenate(scores), sp.vstack(truth, format="csr"), loaded.thresholds.numpy()
+        truth.append(labels_csr(tf.io.parse_example(batch, spec)[LABELS], num_labels))
+    return np.concatenate(scores), stack_labels(truth, num_labels), loaded.thresholds.numpy()
 
 
 def evaluate_export(export_dir: str, file_pattern: str, stats: dict[str, Any]) -> dict[str, Any]:

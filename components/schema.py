@@ -25,12 +25,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cdgt_keras.features import ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = REPO / "pipeline" / "schemas"  # curated schemas kept with the pipeline: <pipeline name>.pbtxt
 SCHEMA_DIFF = "SchemaDiff.pb"  # what ExampleValidator writes per split
-ID_RANGES = {"labels": "num_labels", "feature_ids": "num_features"}  # feature -> manifest field bounding its ids
-FREE_VALUES = ("text", "id")  # bytes features whose values are not an enumeration
-ANY_COUNT = ("labels", "feature_ids", "feature_values")  # lists whose length varies from example to example
+ID_RANGES = {LABELS: "num_labels", SPARSE_IDS: "num_features"}  # feature -> manifest field bounding its ids
+FREE_VALUES = (TEXT, ID)  # bytes features whose values are not an enumeration
+ANY_COUNT = (LABELS, SPARSE_IDS, SPARSE_VALUES)  # lists whose length varies from example to example
 
 
 def kept_schema_path(pipeline_name: str) -> Path:

@@ -21,6 +21,7 @@ from pathlib import Path
 from tfx import v1 as tfx
 
 from cdgt_keras import records
+from cdgt_keras.features import LABELS, label_spec
 
 
 class ShardMismatch(ValueError):
@@ -39,10 +40,7 @@ def split_files(data_root: str, split: str) -> list[str]:
 
 def count_records(files: list[str]) -> int:
     """How many tf.Examples the shards hold (a truncated shard is an error naming it)."""
-    import tensorflow as tf
-
-    spec = {records.LABELS: tf.io.VarLenFeature(tf.int64)}
-    return sum(int(batch[records.LABELS].dense_shape[0]) for batch in records._batches(files, spec, 4096))
+    return sum(int(batch[LABELS].dense_shape[0]) for batch in records._batches(files, label_spec(), 4096))
 
 
 def check_shards(data_root: str) -> dict[str, int]:

@@ -80,6 +80,15 @@ def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.
     return int(state["epoch"])
 
 
+def resume_epoch(model: keras.Model, directory: str, early_stopping: keras.callbacks.EarlyStopping | None,
+                 epochs: int) -> int:
+    """`restore` the last checkpoint in `directory` into `model` and return the epoch to resume at: `epochs` or more
+    when the run had been stopped early (nothing left to train), else restore's epoch (0 = fresh start). The one
+    resume rule of `cdgt train` and the TFX Trainer."""
+    start = epochs if stopped_early(directory) else 0
+    return max(start, restore(model, directory, early_stopping))
+
+
 class TrainingCheckpoint(keras.callbacks.Callback):
     """Write the training state to `directory` at the end of every epoch (atomically: a new state.json is
     renamed into place only after its weights file is complete)."""

@@ -79,8 +79,23 @@ def known_names(root: Path | None = None) -> list[str]:
     """Every name `build_named` accepts without a -R suffix: embedded, registered, and folders under the root."""
     root = root or data_root()
     folders = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    registered = [n for n in DATASETS if DATASETS[n].format != "synthetic"]
-    return list(dict.fromkeys([*EMBEDDED, *registered, *folders]))
+    return list(dict.fromkeys([*EMBEDDED, *_registered(), *folders]))
+
+
+def _registered() -> list[str]:
+    """The registered names read from the data root (DATASETS without the embedded ones), in registry order."""
+    return [n for n in DATASETS if DATASETS[n].format != "synthetic"]
+
+
+def dataset_help(built: str) -> str:
+    """The --dataset help of `cdgt train`, `cdgt run` and `cdgt kubeflow` (each takes every name build_named
+    does), from this registry, ending with where the command builds the set (`built`).
+
+        >>> dataset_help("built on first use").startswith("synthetic, synthetic-sparse (embedded; default synthetic)")
+        True
+    """
+    return (f"{', '.join(EMBEDDED)} (embedded; default synthetic), a named set read from CDGT_DATA_DIR "
+            f"({', '.join(_registered())}, NAME-R30 / NAME-R50), or any folder under it; {built}")
 
 
 def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, root: Path | None = None,

@@ -18,6 +18,8 @@ from typing import Any
 
 from kubeflow.parameters import TRAINER_ID
 from kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
+from pipeline.blessing import add_blessing_arguments
+from pipeline.datasets import dataset_help
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
@@ -60,8 +62,7 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f".json (PipelineJob) or .yaml (PipelineSpec); default {DEFAULT_OUTPUT}")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help="synthetic (default), synthetic-sparse or a folder under CDGT_DATA_DIR, built locally "
-                             "into --work on first use (as `cdgt run`)")
+                        help=dataset_help("built locally into --work on first use (as `cdgt run`)"))
     source.add_argument("--data", metavar="DIR", type=Path, help="a local directory built by `cdgt data build`")
     parser.add_argument("--data-root", metavar="URI",
                         help="default of the data_root runtime parameter: where the pods read the same data set "
@@ -72,9 +73,7 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work", type=Path, metavar="DIR",
                         help="where --dataset is built locally (default runs/kubeflow-<data set>)")
     add_config_arguments(parser)
-    parser.add_argument("--min-auc", type=float, default=0.6, help="TFMA value threshold on micro AUC (0.6)")
-    parser.add_argument("--max-auc-drop", type=float, default=0.01,
-                        help="TFMA change threshold vs the latest blessed model (0.01)")
+    add_blessing_arguments(parser)
     parser.add_argument("--beam-arg", action="append", default=None, metavar="ARG", dest="beam_args",
                         help="Beam pipeline argument for every component (repeatable; default: in-memory DirectRunner)")
     parser.add_argument("--no-cache", action="store_true", help="compile with caching off for every task")

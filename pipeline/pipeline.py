@@ -39,6 +39,7 @@ from components.schema_gate import SchemaGate
 from components.shard_check import ShardCheck
 from components.trainer import CdgtTrainer
 from pipeline.beam_options import beam_pipeline_args
+from pipeline.blessing import MAX_AUC_DROP, MIN_AUC
 from serving.export import LABELS_MULTI_HOT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +47,8 @@ PREPROCESSING_FN = "pipeline.transform_module.preprocessing_fn"
 RUN_FN = "pipeline.trainer_module.run_fn"
 # The code each step runs. Its fingerprint goes into the step's custom_config, so a change retrains and nothing
 # else does (TFX's module_file packaging would fingerprint every file of pipeline/, CLI code included).
-TRANSFORM_CODE = ("pipeline/transform_module.py", "serving/model_input.py", "cdgt_keras/records.py",
-                  "cdgt_keras/text.py", "cdgt_keras/featurizer.py")
+TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdgt_keras/text.py",
+                  "cdgt_keras/featurizer.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
                 "pipeline/checkpoint.py", "pipeline/plots.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py")
@@ -63,8 +64,8 @@ class PipelineSettings:
     root: str
     serving_dir: str
     metadata_path: str | None = None  # local ML-Metadata SQLite; None where the orchestrator has its own (Kubeflow)
-    min_auc: float = 0.6  # TFMA value threshold on the micro AUC over all (example, label) pairs
-    max_auc_drop: float = 0.01  # change threshold: at most this much below the latest blessed model
+    min_auc: float = MIN_AUC  # TFMA value threshold on the micro AUC over all (example, label) pairs
+    max_auc_drop: float = MAX_AUC_DROP  # change threshold: at most this much below the latest blessed model
     beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
     # A curated schema (text proto) to import and hold the data to: its anomalies stop the run before Transform.

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.beam_options import add_beam_arguments, beam_args
+from pipeline.blessing import add_blessing_arguments
 from pipeline.console import progress
+from pipeline.datasets import dataset_help
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 HELP = """\
@@ -41,17 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help="synthetic (default), synthetic-sparse, a named set read from CDGT_DATA_DIR (yeast, "
-                             "emotions, bibtex, corel5k, delicious, debtags, deps, and NAME-R30 / NAME-R50), or "
-                             "any folder under CDGT_DATA_DIR; built into the output directory on first use")
+                        help=dataset_help("built into the output directory on first use"))
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, help="run directory (default runs/pipeline-<name>)")
     parser.add_argument("--cpu-replicas", type=int, default=1, metavar="N",
                         help="split the CPU into N logical devices for MirroredStrategy (default 1)")
-    parser.add_argument("--min-auc", type=float, default=0.6, help="TFMA value threshold on micro AUC (0.6)")
-    parser.add_argument("--max-auc-drop", type=float, default=0.01,
-                        help="TFMA change threshold: largest AUC drop allowed vs the latest blessed model (0.01)")
+    add_blessing_arguments(parser)
     parser.add_argument("--no-cache", action="store_true", help="run every component even if cached")
     parser.add_argument("--schema", metavar="FILE", type=Path,
                         help="the curated schema (text proto) the data must match; default "

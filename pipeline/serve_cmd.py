@@ -151,6 +151,7 @@ def run_predict(args: argparse.Namespace) -> int:
     path = resolve_saved_model(args.model_dir)
     import tensorflow as tf
 
+    from cdgt_keras.features import DENSE
     from serving.requests import answers, encode_inputs, input_kind, parse_line
 
     signature = tf.saved_model.load(str(path)).signatures.get("predict")
@@ -158,7 +159,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise ValueError(f"{path} has no `predict` signature: export it with `cdgt export`")
     specs = signature.structured_input_signature[1]
     kind = input_kind(specs)
-    width = specs["features"].shape[1] if kind == "dense" else _input_width(path) if kind == "sparse" else None
+    width = specs[DENSE].shape[1] if kind == "dense" else _input_width(path) if kind == "sparse" else None
     items = [parse_line(line, kind) for line in _raw_inputs(args)]
     results = []
     for start in range(0, len(items), PREDICT_BATCH):

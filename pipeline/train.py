@@ -76,14 +76,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
 
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
     from cdgt_keras.labels import label_frequencies
-    from cdgt_keras.learning import (
-        RankingMonitor,
-        StepSchedule,
-        StopOnNonFiniteLoss,
-        build_trainable,
-        early_stopping,
-        epoch_steps,
-    )
+    from cdgt_keras.learning import RankingMonitor, fit_setup
     from cdgt_keras.neighbours import MemoryShape, settle
     from pipeline import checkpoint
     from pipeline.resume import EpochHistory, epoch_batches
@@ -91,21 +84,16 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
     memory = MemoryShape.of(train.features, train.labels) if config.neighbours else None
-    model = build_trainable(config, freq, memory)
-    model.build((None, train.num_features))  # every optimizer too, so that a checkpoint can load into it
-    stop = early_stopping(config)
+    setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
+    model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0
     if checkpoint_dir is not None and resume:
-        start = config.epochs if checkpoint.stopped_early(str(checkpoint_dir)) else 0
-        start = max(start, checkpoint.restore(model, str(checkpoint_dir), stop))
-    steps = epoch_steps(train.num_examples, config)[1]
+        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, config.epochs)
     history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
-    callbacks = [StopOnNonFiniteLoss(), StepSchedule(config, steps * config.epochs),
-                 RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
-    callbacks += [stop] if stop is not None else []  # before the checkpoint, which saves its progress
-    if history is not None:
-        callbacks += [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)]
-    callbacks += [progress_bar(start)] if verbose else []
+    monitors = [RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
+    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)] if history is not None else []
+    after += [progress_bar(start)] if verbose else []
+    callbacks = setup.callbacks(config, monitors, after)
     started = time.perf_counter()
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.datasets import EMBEDDED
+from pipeline.datasets import EMBEDDED, dataset_help
 from pipeline.train import CHECKPOINT_DIR
 
 HELP = """\
@@ -62,10 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help=f"{', '.join(sorted(EMBEDDED))} (embedded; default synthetic), a named set read from "
-                             "CDGT_DATA_DIR (yeast, emotions, bibtex, corel5k, delicious, debtags, deps, NAME-R30 / "
-                             "NAME-R50), or any folder under it; built into runs/data/NAME on first use (as `cdgt "
-                             "run --dataset`)")
+                        help=dataset_help("built into runs/data/NAME on first use (as `cdgt run --dataset`)"))
     source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, required=True, help="run directory to write")

@@ -29,7 +29,8 @@ import tensorflow_transform as tft
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
-from cdgt_keras.learning import StepSchedule, StopOnNonFiniteLoss, build_trainable, early_stopping, epoch_steps
+from cdgt_keras.features import LABELS, read_labels
+from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape, settle
 from cdgt_keras.thresholds import tuned_thresholds
@@ -39,7 +40,7 @@ from pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log
 from pipeline.resume import epoch_batches
 from pipeline.transform_module import model_width
 from serving.export import export_serving_model
-from serving.model_input import LABELS, model_input, multi_hot
+from serving.model_input import model_input, multi_hot
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
 
@@ -89,19 +90,6 @@ def eval_dataset(files: list[str], parse: Any, batch_size: int) -> tf.data.Datas
     return records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def collect_labels(files: list[str], num_labels: int, batch_size: int = 4096) -> sp.csr_matrix:
-    """The multi-hot labels of a split as a 0/1 csr matrix, batch by batch."""
-    spec = {LABELS: tf.io.VarLenFeature(tf.int64)}
-    parts = []
-    for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
-        ids = tf.io.parse_example(batch, spec)[LABELS]
-        rows = int(ids.dense_shape[0])
-        idx = ids.indices.numpy()
-        parts.append(sp.csr_matrix((np.ones(idx.shape[0], np.uint8), (idx[:, 0], ids.values.numpy())),
-                                   shape=(rows, num_labels)))
-    return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, num_labels), dtype=np.uint8)
-
-
 def collect_features(files: list[str], parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
     """The model input of a split (`parse` without labels: transformed features, sparse or dense) as a csr matrix,
     batch by batch: what the neighbour votes remember (cdgt_keras.neighbours)."""
@@ -123,13 +111,6 @@ def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_
     key = json.dumps({"config": config.to_dict(), "train": train_files, "stats": stats_uri, "code": code},
                      sort_keys=True)
     return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
-
-
-def build_model(config: CDGTConfig, freq: np.ndarray, width: int, memory: MemoryShape | None = None) -> CDGTModel:
-    """A compiled, built CDGTModel (every optimizer built on its own variables)."""
-    model = build_trainable(config, freq, memory)
-    model.build((None, width))
-    return model
 
 
 def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset, steps: int, start: int,
@@ -161,27 +142,23 @@ def run_fn(fn_args: Any) -> None:
     remembered = None
     if config.neighbours:  # the neighbour votes remember the transformed training split
         no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
-        remembered = collect_features(train_files, no_labels), collect_labels(train_files, num_labels)
+        remembered = collect_features(train_files, no_labels), read_labels(train_files, num_labels)
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
-        model = build_model(config, np.asarray(stats["freq"], np.float64), width,
-                            MemoryShape.of(*remembered) if remembered else None)
-    early = early_stopping(config)
-    start = checkpoint.restore(model, ckpt, early)
-    if checkpoint.stopped_early(ckpt):
-        start = config.epochs
+        setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
+                          MemoryShape.of(*remembered) if remembered else None)
+    model, early, steps = setup.model, setup.early_stopping, setup.steps
+    start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:
         print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
     val_x = eval_dataset(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False), config.batch_size)
-    val_labels = collect_labels(val_files, num_labels)
+    val_labels = read_labels(val_files, num_labels)
     report = ValidationReport(val_x, val_labels, stats, config)
-    steps = epoch_steps(int(stats["num_train"]), config)[1]
-    callbacks = [StopOnNonFiniteLoss(), StepSchedule(config, steps * config.epochs), report,
-                 CdgtTensorBoard(fn_args.model_run_dir, report), *([early] if early else []),
-                 checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()]
+    callbacks = setup.callbacks(config, [report, CdgtTensorBoard(fn_args.model_run_dir, report)],
+                                [checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()])
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
     history = fit(model, config, train_dataset(train_files, parse, config.batch_size, int(stats["num_train"]),
                                                config.seed, start, config.epochs, steps),

@@ -24,10 +24,9 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from cdgt_keras.features import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, X
 from cdgt_keras.featurizer import z_score
-from cdgt_keras.records import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT
 from cdgt_keras.text import TextOptions, smoothed_idf, tfidf, tokens, unique_per_row
-from serving.model_input import X_IDS, X_WEIGHTS, X
 
 TEXT_VOCABULARY = "text_vocabulary"
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from cdgt_keras.features import DENSE
 from serving.requests import OUTPUTS, SPARSE_REQUEST_WIDTH, RequestError, answers, encode_inputs, input_kind
 
 
@@ -178,7 +179,7 @@ def query(client: RestClient | GrpcClient, items: Sequence[Any], signature: str 
         kind = input_kind(shapes, signature)
     except RequestError as err:
         raise ServingError(str(err)) from None
-    width = _width(shapes.get("features", []))
+    width = _width(shapes.get(DENSE, []))
     if not items:
         raise RequestError("empty batch: give at least one input")
     results: list[dict[str, Any]] = []

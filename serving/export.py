@@ -36,14 +36,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from serving.model_input import LABELS, model_input, multi_hot
+from cdgt_keras.features import ID, LABELS, label_spec
+from serving.model_input import model_input, multi_hot
 from serving.preprocessing import RawPreprocessing, predict_signature, raw_from_inputs
 
 METADATA_FILE = os.path.join("assets.extra", "cdgt.json")
 LABELS_MULTI_HOT = "labels_multi_hot"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 DEFAULT_TOP_K = 5
-_NOT_SERVED = (LABELS, "id")  # raw features the model does not read
+_NOT_SERVED = (LABELS, ID)  # raw features the model does not read
 
 
 def serving_feature_spec(raw_feature_spec: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +137,7 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
 
         @tf.function(input_signature=examples_spec)
         def transformed_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-            parsed = tf.io.parse_example(examples, {LABELS: tf.io.VarLenFeature(tf.int64)})
+            parsed = tf.io.parse_example(examples, label_spec())
             return {LABELS_MULTI_HOT: tf.sparse.to_dense(multi_hot(parsed[LABELS], num_labels))}
 
         module.serve_examples, module.predict = serve_examples, predict

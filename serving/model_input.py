@@ -1,6 +1,7 @@
 """The contract between the Transform output and CDGTModel: which transformed features form the model input,
 and how the `labels` id lists become multi-hot targets. Shared by training (pipeline/trainer_module.py) and
-serving (serving/export.py), so both feed the model exactly the same tensors.
+serving (serving/export.py), so both feed the model exactly the same tensors; the keys are the feature contract's
+(cdgt_keras.features).
 
 Transformed features: `x` (dense, float [B, d]) or `x_ids` + `x_weights` (sparse bag of words / TF-IDF, one entry
 per present term). The model reads `x` as is, or one tf.SparseTensor [B, width] built from ids and weights.
@@ -16,8 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-X, X_IDS, X_WEIGHTS, LABELS = "x", "x_ids", "x_weights", "labels"
-FEATURE_KINDS = ("dense", "sparse", "text")
+from cdgt_keras.features import FEATURE_KINDS, X_IDS, X_WEIGHTS, X
 
 
 def _sparse(value: Any) -> tf.SparseTensor:

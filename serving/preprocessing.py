@@ -1,6 +1,6 @@
 """Raw request features -> the model's input, inside the exported graph.
 
-Two roads, one request format (the tf.Example keys of a built data directory, cdgt_keras/records.py):
+Two roads, one request format (the tf.Example keys of a built data directory, cdgt_keras/features.py):
 the pipeline's export runs the Transform graph (serving/export.py); a `cdgt train` run's export runs
 `RawPreprocessing`: the run's featurizer (cdgt_keras.featurizer: dense z-score, text TF-IDF, the very functions
 training used), sparse id/value lists as a tf.SparseTensor.
@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from serving.model_input import FEATURE_KINDS, X_IDS, X_WEIGHTS, model_input
-
-DENSE, SPARSE_IDS, SPARSE_VALUES, TEXT = "features", "feature_ids", "feature_values", "text"
+from cdgt_keras.features import DENSE, FEATURE_KINDS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS
+from serving.model_input import model_input
 
 
 def predict_signature(feature_kind: str, raw_spec: dict[str, Any]) -> list[tf.TensorSpec]:

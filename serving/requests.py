@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from cdgt_keras.features import DENSE, KIND_KEYS, SPARSE_IDS, SPARSE_VALUES, TEXT
+
 SPARSE_REQUEST_WIDTH = 512  # features per sparse row in a request to a model server (cdgt query --sparse-width)
-KIND_INPUTS = {"text": ("text",), "dense": ("features",), "sparse": ("feature_ids", "feature_values")}
+KIND_INPUTS = KIND_KEYS  # each input kind's input names: the tf.Example keys of the feature contract
 OUTPUTS = ("labels", "top_k_labels", "top_k_scores")
 
 
@@ -53,8 +55,8 @@ def parse_line(line: str, kind: str) -> Any:
 
 
 def _sparse_row(item: Any, index: int, width: int | None = None) -> tuple[list[int], list[float]]:
-    if isinstance(item, dict) and set(item) == {"feature_ids", "feature_values"}:
-        ids, values = list(item["feature_ids"]), list(item["feature_values"])
+    if isinstance(item, dict) and set(item) == {SPARSE_IDS, SPARSE_VALUES}:
+        ids, values = list(item[SPARSE_IDS]), list(item[SPARSE_VALUES])
     elif isinstance(item, dict):
         try:
             ids, values = [int(k) for k in item], [float(v) for v in item.values()]
@@ -98,9 +100,9 @@ def encode_inputs(kind: str, items: Sequence[Any], width: int | None = None, max
         bad = [i for i, t in enumerate(items) if not isinstance(t, str)]
         if bad:
             raise RequestError(f"input {bad[0]}: this model takes text (a string), got {type(items[bad[0]]).__name__}")
-        return {"text": np.asarray(items, dtype=object)}
+        return {TEXT: np.asarray(items, dtype=object)}
     if kind == "dense":
-        return {"features": _dense_rows(items, width)}
+        return {DENSE: _dense_rows(items, width)}
     return _sparse_arrays([_sparse_row(item, i, width) for i, item in enumerate(items)], sparse_width)
 
 
@@ -129,7 +131,7 @@ def _sparse_arrays(rows: list[tuple[list[int], list[float]]], sparse_width: int 
     values = np.zeros((len(rows), size), np.float32)
     for i, (row_ids, row_values) in enumerate(rows):
         ids[i, :len(row_ids)], values[i, :len(row_values)] = row_ids, row_values
-    return {"feature_ids": ids, "feature_values": values}
+    return {SPARSE_IDS: ids, SPARSE_VALUES: values}
 
 
 def _text(value: Any) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cdgt_keras.features import DENSE, ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT
+
 LabelTuple = tuple[Any, ...]  # label ids (int) or, before the vocabulary is known, label names (str)
 
 
@@ -41,7 +43,8 @@ class Record:
 
 
 def to_tf_example(record: Record) -> bytes:
-    """Serialize as a tf.Example: labels, id, and features | feature_ids + feature_values | text."""
+    """Serialize as a tf.Example: labels, id, and features | feature_ids + feature_values | text (the keys of
+    cdgt_keras.features, the contract every reader of a built split shares)."""
     from tensorflow.core.example import example_pb2, feature_pb2
 
     def ints(values: Any) -> feature_pb2.Feature:
@@ -53,14 +56,14 @@ def to_tf_example(record: Record) -> bytes:
     def data(value: str) -> feature_pb2.Feature:
         return feature_pb2.Feature(bytes_list=feature_pb2.BytesList(value=[value.encode("utf-8")]))
 
-    feature = {"labels": ints(record.labels), "id": data(record.id)}
+    feature = {LABELS: ints(record.labels), ID: data(record.id)}
     if record.text is not None:
-        feature["text"] = data(record.text)
+        feature[TEXT] = data(record.text)
     elif record.feature_ids is not None:
-        feature["feature_ids"] = ints(record.feature_ids)
-        feature["feature_values"] = floats(record.feature_values)
+        feature[SPARSE_IDS] = ints(record.feature_ids)
+        feature[SPARSE_VALUES] = floats(record.feature_values)
     else:
-        feature["features"] = floats(record.dense or ())
+        feature[DENSE] = floats(record.dense or ())
     return example_pb2.Example(features=feature_pb2.Features(feature=feature)).SerializeToString()
 
 
@@ -68,4 +71,4 @@ def labels_of_tf_example(serialized: bytes) -> list[int]:
     """The `labels` int64 list of a serialized tf.Example."""
     from tensorflow.core.example import example_pb2
 
-    return list(example_pb2.Example.FromString(serialized).features.feature["labels"].int64_list.value)
+    return list(example_pb2.Example.FromString(serialized).features.feature[LABELS].int64_list.value)

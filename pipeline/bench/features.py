@@ -19,6 +19,7 @@ from typing import Any
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import HEADLINE_METRICS
+from pipeline.bench.verdicts import md_table
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "unigram-20k": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": False, "vocabulary_size": 20000},
@@ -86,9 +87,6 @@ def run_grid(dataset: str, peer: str, output: Path) -> list[dict[str, Any]]:
 
 def format_rows(rows: list[dict[str, Any]]) -> list[str]:
     """A markdown table of the rows (percent)."""
-    head = "| setting | width | " + " | ".join(KEYS) + " | train s |"
-    lines = [head, "|" + "---|" * (len(KEYS) + 3)]
-    for r in rows:
-        lines.append(f"| {r['setting']} | {r['input_width']:,} | " + " | ".join(f"{100 * r[k]:.2f}" for k in KEYS)
-                     + f" | {r['train_seconds']:.1f} |")
-    return lines
+    return md_table(["setting", "width", *KEYS, "train s"],
+                    [[r["setting"], f"{r['input_width']:,}", *(f"{100 * r[k]:.2f}" for k in KEYS),
+                      f"{r['train_seconds']:.1f}"] for r in rows])

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cdgt_keras.metrics import HEADLINE_METRICS
 from pipeline.bench.features import format_rows
 
-LEARNER_COLUMNS = [("P@1", "overall/p_at_1"), ("P@5", "overall/p_at_5"), ("PSP@5", "overall/psp_at_5"),
-                   ("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"), ("Rare-F1", "overall/rare_f1"),
+# The learner grid's columns (display name, key in a run's JSON): the library's headline figures, then cost.
+LEARNER_COLUMNS = [*((label, f"overall/{key}") for key, label in HEADLINE_METRICS.items()),
                    ("train s", "timing/train_seconds"), ("peak RSS MiB", "memory/peak_rss_mib"),
                    ("epochs", "timing/epochs_run")]
 

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgt_keras.labels import label_order
-from cdgt_keras.metrics import Counts, _as_csr, _hits, _micro, micro_f1
+from cdgt_keras.metrics import Counts, _as_csr, _hits, _micro, player_subset_f1
 from cdgt_keras.thresholds import ThresholdCounts
 
 TAIL_PR_GRID = np.linspace(0.02, 0.98, 49)  # the thresholds the tail precision-recall curve sweeps
@@ -98,17 +98,15 @@ def player_probs(model: Any, features: Any, batch_size: int) -> list[np.ndarray]
 def specialisation(players: list[np.ndarray], player_labels: list[np.ndarray], y_true: sp.spmatrix,
                    thresholds: np.ndarray, head: np.ndarray, tail: np.ndarray) -> list[dict[str, Any]]:
     """Each player's micro-F1 on L_i ∩ L_H and L_i ∩ L_T (decisions at the tuned per-label thresholds) and its
-    rank among the players covering any such label (1 = best; None where it covers none)."""
+    rank among the players covering any such label (1 = best; None where it covers none); the F1 is the library's
+    (cdgt_keras.metrics.player_subset_f1), which the trainer's TensorBoard panel reads too."""
     truth = sp.csr_matrix(y_true)
     rows = []
     for probs, labels in zip(players, player_labels):
         labels = np.asarray(labels)
         row: dict[str, Any] = {"labels": int(labels.size)}
         for name, subset in (("head", head), ("tail", tail)):
-            cols = np.flatnonzero(np.isin(labels, subset))
-            row[f"{name}_labels"] = int(cols.size)
-            pred = probs[:, cols] > np.asarray(thresholds)[labels[cols]][None, :]
-            row[f"{name}_f1"] = micro_f1(truth[:, labels[cols]], pred) if cols.size else None
+            row[f"{name}_labels"], _, row[f"{name}_f1"] = player_subset_f1(probs, labels, truth, thresholds, subset)
         rows.append(row)
     for name in ("head", "tail"):
         ranked = sorted((r[f"{name}_f1"], -i) for i, r in enumerate(rows) if r[f"{name}_f1"] is not None)[::-1]

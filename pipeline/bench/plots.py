@@ -12,15 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.bench.aggregate import Summary, runs_of
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from pipeline.plots import pyplot
 
 
 def _save(fig: Any, path: Path, layout: bool = True) -> Path:
@@ -28,7 +20,7 @@ def _save(fig: Any, path: Path, layout: bool = True) -> Path:
     if layout:
         fig.tight_layout()
     fig.savefig(path, dpi=100)
-    _plt().close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -38,7 +30,7 @@ def sensitivity_plot(table: dict[tuple[str, str], Summary], key: str, points: di
     datasets = sorted({d for d, r in table if r in points.values() and r != "cdgt"})
     if not datasets:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, (metric, name) in zip(axes, (("overall/rare_f1", "Rare-F1"), ("overall/micro_f1", "Micro-F1"))):
         for d in datasets:
@@ -69,7 +61,7 @@ def _per_dataset(results, out, rows, name, draw) -> list[Path]:
         present = [(row, runs[0]) for row in rows if (runs := runs_of(results, d, row))]
         if len(present) < 2:
             continue
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5.5, 4))
         for row, run in present:
             draw(ax, row, run["curves"][name])
@@ -99,7 +91,7 @@ def disagreement_plots(results: list[dict[str, Any]], out: Path, row: str = "cdg
         if not runs or not any(runs[0]["history"]["kl_head"] + runs[0]["history"]["kl_tail"]):
             continue  # no overlap labels: nothing to draw
         h = runs[0]["history"]
-        plt = _plt()
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(5.5, 4))
         epochs = range(1, len(h["kl_tail"]) + 1)
         ax.plot(epochs, h["kl_head"], marker=".", label="KL head labels")
@@ -124,7 +116,7 @@ def learning_curves(results: list[dict[str, Any]], out: Path, rows: tuple[str, .
                    and runs[0].get("history", {}).get("val_p_at_1")]
         if not present:
             continue
-        plt = _plt()
+        plt = pyplot()
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.5 + 0.18 * len(present)))
         for row, history in present:
             for ax, key in zip(axes, ("val_p_at_1", "val_psp_at_5")):

@@ -22,7 +22,7 @@ from pipeline.bench.learner_report import LEARNER_COLUMNS, section_learner
 from pipeline.bench.methods import PEERS
 from pipeline.bench.research import section_research
 from pipeline.bench.runner import load_results
-from pipeline.bench.verdicts import all_verdicts, overhead_rows, pct
+from pipeline.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
 
 Table = dict[tuple[str, str], Summary]
 DECISIONS = [("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"), ("Rare-F1", "overall/rare_f1"),
@@ -44,11 +44,6 @@ def _cell(summary: Summary | None, key: str) -> str:
     if key.startswith("memory/"):
         return f"{m:.0f} ± {s:.0f}"
     return pct(m, s)
-
-
-def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """Markdown table lines."""
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def method_table(table: Table, dataset: str, rows: list[str], columns: list[tuple[str, str]]) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.bench.aggregate import Summary
 from pipeline.bench.experiments import EXPERIMENTS, RESEARCH_BAR, RESEARCH_BAR_FAST
-from pipeline.bench.verdicts import pct
+from pipeline.bench.verdicts import md_table, pct
 
 Table = dict[tuple[str, str], Summary]
 # (name, metric key, the least difference to the bar that passes; fractions)
@@ -45,10 +45,6 @@ def deltas(table: Table, dataset: str, row: str, prefix: str = "", bar: str = RE
 
 def _signed(x: float) -> str:
     return "-" if math.isnan(x) else f"{100 * x:+.2f}"
-
-
-def _md(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def _rows(experiment: str) -> list[str]:
@@ -107,7 +103,7 @@ def section_screen(table: Table, results: list[dict[str, Any]] | None = None) ->
                          " / ".join(_signed(delta[k]) for _, k, _ in CRITERIA),
                          "✓" if clears(delta) and r != RESEARCH_BAR else "", _kl(results or [], d, r),
                          f"{s.mean.get('timing/epochs_run', math.nan):.0f}"])
-        lines += [*_md(["method", *(n for n, _, _ in CRITERIA), "Δ vs bar (Rare / Macro / PSP@5 / Micro / P@1)",
+        lines += [*md_table(["method", *(n for n, _, _ in CRITERIA), "Δ vs bar (Rare / Macro / PSP@5 / Micro / P@1)",
                         "clears", "KL head / tail", "epochs"], body), ""]
     return lines
 
@@ -129,7 +125,7 @@ def section_confirm(table: Table) -> list[str]:
         present = [r for r in rows if (d, r) in table]
         seeds = max(table[(d, r)].n for r in present)
         lines += [f"#### {d}", "", "Reproduce: " + _cmd("research", [d], seeds, present), ""]
-        lines += [*_md(["method", "seeds", *(n for n, _, _ in CRITERIA), "mAP"],
+        lines += [*md_table(["method", "seeds", *(n for n, _, _ in CRITERIA), "mAP"],
                        [[f"`{r}`", str(table[(d, r)].n), *(_value(table[(d, r)], k) for _, k, _ in CRITERIA),
                          _value(table[(d, r)], "overall/map")] for r in present]), ""]
         for r in present:
@@ -152,7 +148,7 @@ def section_confirm(table: Table) -> list[str]:
                 lines.append(f"- against `{bar}`, {rule} thresholds: clears it on "
                              f"{', '.join(sorted(won)) or 'no data set'}; the issue's success (debtags and at least "
                              f"three others): **{'met' if met else 'not met'}**")
-        lines += ["", *_md(["data", "bar", "thresholds", "seeds (ours / bar)",
+        lines += ["", *md_table(["data", "bar", "thresholds", "seeds (ours / bar)",
                             *(f"Δ {n}" for n, _, _ in CRITERIA), "clears"], body), ""]
     return lines
 
@@ -176,7 +172,7 @@ def section_thresholds(table: Table) -> list[str]:
             "tau). `grouped`: the labels with fewer than 5 validation positives share one tau tuned on their pooled "
             "F1. `shrunk`: each label's F1 curve shrunk toward the pooled one by 10 pseudo-positives (the shipped "
             "default's rule). Every run is scored under each rule; runs made before a rule existed show `-`.", "",
-            *_md(["data", "method", *(n for n, _ in RULES)], body), ""]
+            *md_table(["data", "method", *(n for n, _ in RULES)], body), ""]
 
 
 def section_research(table: Table, results: list[dict[str, Any]] | None = None, notes: str = "") -> list[str]:

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.bench.verdicts import md_table
+
 RULES = ("per_label:5", "per_label:10", "per_label:20", "global", "grouped:5", "shrunk:5", "shrunk:10", "shrunk:20",
          "shrunk:50")
 METRICS = ("micro_f1", "macro_f1", "rare_f1")
@@ -87,11 +89,10 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
 def table(results: list[dict[str, Any]], rules: tuple[str, ...] = RULES) -> str:
     """Markdown: a row per rule, Micro / Macro / Rare-F1 (percent) per data set (mean over seeds) and their mean."""
     datasets = sorted({r["dataset"] for r in results})
-    lines = ["| rule | " + " | ".join(f"{d} Micro / Macro / Rare" for d in datasets) + " | mean |",
-             "|---|" + "---|" * (len(datasets) + 1)]
+    rows = []
     for rule in rules:
         per_set = [np.mean([[r["rules"][rule][m] for m in METRICS] for r in results if r["dataset"] == d], axis=0)
                    * 100 for d in datasets]
-        cells = [" / ".join(f"{v:.1f}" for v in values) for values in [*per_set, np.mean(per_set, axis=0)]]
-        lines.append(f"| `{rule}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([f"`{rule}`", *(" / ".join(f"{v:.1f}" for v in values)
+                                   for values in [*per_set, np.mean(per_set, axis=0)])])
+    return "\n".join(md_table(["rule", *(f"{d} Micro / Macro / Rare" for d in datasets), "mean"], rows))

@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from pipeline.bench.aggregate import Summary, runs_of
+from pipeline.bench.experiments import BASELINES as GRID_BASELINES
 from pipeline.bench.methods import resolve
 
 Table = dict[tuple[str, str], Summary]
-BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce", "omikuji", "libmultilabel")
+# The rivals CD-GTMLL must beat for a claim: the quality grid's baselines and the two external peers.
+BASELINES = (*GRID_BASELINES, "omikuji", "libmultilabel")
 MICRO, RARE, MAP = "overall/micro_f1", "overall/rare_f1", "overall/map"
 
 
@@ -40,6 +42,12 @@ def verdict_text(flags: list[bool]) -> str:
     if all(flags):
         return "holds"
     return f"does not hold (holds on {sum(flags)} of {len(flags)})"
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Markdown table lines: the header, its rule, a line per row (cells as given); every table of the report's
+    sections is written by this one function."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def pct(mean: float, std: float | None = None) -> str:
