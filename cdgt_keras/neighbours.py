@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
+CHUNK_ROWS = 32  # query rows whose similarities are computed at once (bounds the memory of a large batch)
+
 
 @dataclass(frozen=True)
 class MemoryShape:
@@ -91,8 +93,7 @@ class NeighbourVotes(keras.layers.Layer):
     def call(self, inputs: Any) -> tf.Tensor:
         query = inputs if isinstance(inputs, tf.SparseTensor) else tf.sparse.from_dense(tf.convert_to_tensor(inputs))
         query = tf.sparse.SparseTensor(query.indices, tf.cast(query.values, tf.float32), query.dense_shape)
-        sims = self.similarities(query)
-        top, docs = tf.math.top_k(sims, k=self.k)
+        top, docs = self.nearest(query)
         top = tf.maximum(top, 0.0)
         labels = tf.RaggedTensor.from_row_splits(self.y_ids, self.y_splits, validate=False)
         picked = tf.gather(labels, tf.reshape(docs, [-1]))  # [B * k, None]
@@ -104,6 +105,29 @@ class NeighbourVotes(keras.layers.Layer):
                                              batch * self.num_labels)
         votes = tf.reshape(votes, tf.stack([batch, tf.constant(self.num_labels, tf.int64)]))
         return votes / tf.maximum(tf.reduce_sum(top, axis=1, keepdims=True), 1e-12)
+
+    def nearest(self, query: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Similarities [B, k] and row ids [B, k] of the k nearest remembered rows, `CHUNK_ROWS` query rows at a
+        time: a row's similarities cost the postings of its features (tens of thousands for a common word), so
+        a whole evaluation batch at once would hold billions of products."""
+        batch = query.dense_shape[0]
+        chunks = tf.maximum((batch + CHUNK_ROWS - 1) // CHUNK_ROWS, 1)  # one (empty) chunk for an empty batch
+        width = query.dense_shape[1]
+
+        def body(i: tf.Tensor, values: tf.TensorArray, ids: tf.TensorArray) -> tuple:
+            start = i * CHUNK_ROWS
+            part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([CHUNK_ROWS, width]))
+            part = tf.SparseTensor(part.indices, part.values,
+                                   tf.stack([tf.minimum(batch - start, CHUNK_ROWS), width]))
+            top, docs = tf.math.top_k(self.similarities(part), k=self.k)
+            return i + 1, values.write(tf.cast(i, tf.int32), top), ids.write(tf.cast(i, tf.int32), docs)
+
+        arrays = (tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+                                 element_shape=tf.TensorShape([None, self.k])),
+                  tf.TensorArray(tf.int32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+                                 element_shape=tf.TensorShape([None, self.k])))
+        _, values, ids = tf.while_loop(lambda i, *_: i < chunks, body, (tf.constant(0, tf.int64), *arrays))
+        return (tf.reshape(values.concat(), [-1, self.k]), tf.reshape(ids.concat(), [-1, self.k]))
 
     def similarities(self, query: tf.SparseTensor) -> tf.Tensor:
         """Cosine similarities [B, N] of the query rows with the remembered rows, through the posting lists of the

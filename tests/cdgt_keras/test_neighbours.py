@@ -120,3 +120,17 @@ def test_config_off_or_without_memory_has_no_votes() -> None:
     assert CDGTModel(CDGTConfig(neighbours=5), np.full(6, 0.1)).neighbours is None
     with pytest.raises(ValueError, match="neighbour_weights"):
         CDGTConfig(neighbour_weights=(1.5,))
+
+
+def test_a_large_batch_is_scored_in_chunks_like_row_by_row() -> None:
+    from cdgt_keras.neighbours import CHUNK_ROWS
+
+    x, y = _data(n=60)
+    layer = NeighbourVotes(MemoryShape.of(x, y), num_labels=6, k=7)
+    layer.remember(x, y)
+    query = sp.random(2 * CHUNK_ROWS + 5, 30, density=0.3, format="csr", random_state=3)
+    whole = layer(to_sparse_tensor(query)).numpy()
+    rows = np.concatenate([layer(to_sparse_tensor(query[i:i + 1])).numpy() for i in range(query.shape[0])])
+    np.testing.assert_allclose(whole, rows, atol=1e-7)
+    np.testing.assert_allclose(whole, _reference_votes(x.toarray(), y.toarray(), query.toarray(), 7), atol=1e-6)
+    assert layer(np.zeros((0, 30), np.float32)).shape == (0, 6)  # an empty batch: no rows, no error
