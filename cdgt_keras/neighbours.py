@@ -60,8 +60,8 @@ class NeighbourVotes(keras.layers.Layer):
         self.num_labels, self.k = int(num_labels), min(int(k), self.shape.num_train)
         s = self.shape
         frozen = {"trainable": False, "initializer": "zeros"}
-        # the training rows by feature (posting lists): feature f's rows are x_docs[x_splits[f]:x_splits[f + 1]]
-        self.x_splits = self.add_weight(shape=(s.num_features + 1,), dtype="int64", name="x_splits", **frozen)
+        # the training rows' entries ordered by feature (the transposed matrix in row-major order)
+        self.x_features = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_features", **frozen)
         self.x_docs = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_docs", **frozen)
         self.x_values = self.add_weight(shape=(s.features_nnz,), dtype="float32", name="x_values", **frozen)
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
@@ -84,7 +84,7 @@ class NeighbourVotes(keras.layers.Layer):
         by_feature = sp.csc_matrix(x)
         by_feature.sort_indices()
         y.sort_indices()
-        self.x_splits.assign(by_feature.indptr.astype(np.int64))
+        self.x_features.assign(np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr)))
         self.x_docs.assign(by_feature.indices.astype(np.int64))
         self.x_values.assign(by_feature.data.astype(np.float32))
         self.y_splits.assign(y.indptr.astype(np.int64))
@@ -108,8 +108,7 @@ class NeighbourVotes(keras.layers.Layer):
 
     def nearest(self, query: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Similarities [B, k] and row ids [B, k] of the k nearest remembered rows, `CHUNK_ROWS` query rows at a
-        time: a row's similarities cost the postings of its features (tens of thousands for a common word), so
-        a whole evaluation batch at once would hold billions of products."""
+        time, so that a large batch never holds more than CHUNK_ROWS dense query rows and similarity rows."""
         batch = query.dense_shape[0]
         chunks = tf.maximum((batch + CHUNK_ROWS - 1) // CHUNK_ROWS, 1)  # one (empty) chunk for an empty batch
         width = query.dense_shape[1]
@@ -130,22 +129,13 @@ class NeighbourVotes(keras.layers.Layer):
         return (tf.reshape(values.concat(), [-1, self.k]), tf.reshape(ids.concat(), [-1, self.k]))
 
     def similarities(self, query: tf.SparseTensor) -> tf.Tensor:
-        """Cosine similarities [B, N] of the query rows with the remembered rows, through the posting lists of the
-        query's features only: a row costs the training rows that share its features, not the whole memory."""
-        norms = tf.sqrt(tf.math.unsorted_segment_sum(tf.square(query.values), query.indices[:, 0],
-                                                     tf.cast(query.dense_shape[0], tf.int32)))
-        values = query.values / tf.maximum(tf.gather(norms, query.indices[:, 0]), 1e-12)
-        postings = tf.RaggedTensor.from_row_splits(self.x_docs, self.x_splits, validate=False)
-        weights = tf.RaggedTensor.from_row_splits(self.x_values, self.x_splits, validate=False)
-        features = query.indices[:, 1]
-        docs, train_values = tf.gather(postings, features), tf.gather(weights, features)  # [nnz, None]
-        counts = docs.row_lengths()
-        rows = tf.repeat(query.indices[:, 0], counts)
-        products = tf.repeat(values, counts) * train_values.flat_values
-        n = tf.constant(self.shape.num_train, tf.int64)
-        batch = query.dense_shape[0]
-        sims = tf.math.unsorted_segment_sum(products, rows * n + docs.flat_values, batch * n)
-        return tf.reshape(sims, tf.stack([batch, n]))
+        """Cosine similarities [B, N] of the query rows with the remembered rows: the remembered matrix (sparse)
+        times the query rows made dense (B x features; B is at most `CHUNK_ROWS` here)."""
+        dense = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)
+        s = self.shape
+        by_feature = tf.SparseTensor(tf.stack([self.x_features, self.x_docs], axis=1), self.x_values,
+                                     [s.num_features, s.num_train])
+        return tf.transpose(tf.sparse.sparse_dense_matmul(by_feature, dense, adjoint_a=True, adjoint_b=True))
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k}
