@@ -37,6 +37,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail"),
     "wide_payoff": ("joint", "own"),
+    "neighbour_space": ("input", "encoder"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -135,6 +136,9 @@ class CDGTConfig:
     # P@5 (0 among them: the votes stay out where they add nothing). 0 neighbours: off.
     neighbours: int = 0
     neighbour_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+    # Where the neighbours are found: "input" (cosine of the featurized rows: rare shared words) or "encoder"
+    # (cosine of the shared encoder's output: the learned space, computed from the trained encoder).
+    neighbour_space: str = "input"
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0
@@ -200,6 +204,8 @@ class CDGTConfig:
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
         _check(self.encoder_learning_rate >= 0.0, "encoder_learning_rate", self.encoder_learning_rate, "a number >= 0")
         _check(self.neighbours >= 0, "neighbours", self.neighbours, "an integer >= 0")
+        _check(self.neighbour_space == "input" or (self.shared_encoder and bool(self.encoder_hidden)),
+               "neighbour_space", self.neighbour_space, "'input' unless the encoder is shared and has layers")
         _check(len(self.neighbour_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.neighbour_weights),
                "neighbour_weights", self.neighbour_weights, "one or more numbers in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")

@@ -67,6 +67,10 @@ class CDGTModel(keras.Model):
                            for i in range(cfg.n_players)]
         self.fusion = Fusion(self.layout, cfg.fusion, cfg.core_weight, cfg.attention_dim, name="fusion")
         # Neighbour votes need the training split's shape (`memory`); a model built without it has none.
+        if memory is not None and not isinstance(memory, nb.MemoryShape):
+            memory = nb.MemoryShape(**memory)
+        if memory is not None and cfg.neighbour_space == "encoder" and not memory.dense:
+            memory = memory.in_space(cfg.encoder_hidden[-1])
         self.neighbours = nb.NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
             if cfg.neighbours and memory is not None else None
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
@@ -185,8 +189,14 @@ class CDGTModel(keras.Model):
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts)
         if self.neighbours is not None and not training:
-            fused = self._with_votes(fused, inputs)
+            fused = self._with_votes(fused, contexts[0] if self.cdgt_config.neighbour_space == "encoder" else inputs)
         return {"fused": fused, "players": probs} if return_players else fused
+
+    def neighbour_query(self, x: Any) -> Any:
+        """An input batch in the neighbour votes' space: as given, or the shared encoder's output."""
+        if self.cdgt_config.neighbour_space == "encoder":
+            return self.shared_encoder(x, training=False)
+        return x
 
     def _with_votes(self, fused: tf.Tensor, inputs: Any) -> tf.Tensor:
         """(1 - w) p_hat + w votes (cdgt_keras.neighbours); the votes are not computed while w is 0."""

@@ -39,6 +39,7 @@ class MemoryShape:
     num_features: int
     features_nnz: int
     labels_nnz: int
+    dense: bool = False  # the rows are kept as a dense [num_train, num_features] matrix (an encoder's space)
 
     @classmethod
     def of(cls, features: Any, labels: Any) -> MemoryShape:
@@ -46,7 +47,11 @@ class MemoryShape:
         x, y = sp.csr_matrix(features), sp.csr_matrix(labels)  # may share the caller's (read-only) arrays
         return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()))
 
-    def to_dict(self) -> dict[str, int]:
+    def in_space(self, width: int) -> MemoryShape:
+        """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's)."""
+        return MemoryShape(self.num_train, int(width), self.num_train * int(width), self.labels_nnz, dense=True)
+
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -60,10 +65,13 @@ class NeighbourVotes(keras.layers.Layer):
         self.num_labels, self.k = int(num_labels), min(int(k), self.shape.num_train)
         s = self.shape
         frozen = {"trainable": False, "initializer": "zeros"}
-        # the training rows' entries ordered by feature (the transposed matrix in row-major order)
-        self.x_features = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_features", **frozen)
-        self.x_docs = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_docs", **frozen)
-        self.x_values = self.add_weight(shape=(s.features_nnz,), dtype="float32", name="x_values", **frozen)
+        if s.dense:
+            self.x_dense = self.add_weight(shape=(s.num_train, s.num_features), dtype="float32", name="x_dense",
+                                           **frozen)
+        else:  # the training rows' entries ordered by feature (the transposed matrix in row-major order)
+            self.x_features = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_features", **frozen)
+            self.x_docs = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_docs", **frozen)
+            self.x_values = self.add_weight(shape=(s.features_nnz,), dtype="float32", name="x_values", **frozen)
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
@@ -72,21 +80,29 @@ class NeighbourVotes(keras.layers.Layer):
 
     def remember(self, features: Any, labels: Any) -> None:
         """Store the training rows (scaled to unit length) and their label lists; shapes must match."""
-        x, y = sp.csr_matrix(features, dtype=np.float32, copy=True), sp.csr_matrix(labels, copy=True)
-        x.sum_duplicates()
+        y = sp.csr_matrix(labels, copy=True)
         y.sum_duplicates()
-        x.eliminate_zeros()
         y.eliminate_zeros()
-        if MemoryShape.of(x, y) != self.shape:
-            raise ValueError(f"the memory holds {self.shape}, got training data of {MemoryShape.of(x, y)}")
-        norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
-        x = sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, dtype=np.float32)
-        by_feature = sp.csc_matrix(x)
-        by_feature.sort_indices()
         y.sort_indices()
-        self.x_features.assign(np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr)))
-        self.x_docs.assign(by_feature.indices.astype(np.int64))
-        self.x_values.assign(by_feature.data.astype(np.float32))
+        if self.shape.dense:
+            x = np.asarray(features.toarray() if sp.issparse(features) else features, dtype=np.float32)
+            got = MemoryShape(x.shape[0], x.shape[1], x.size, int(y.nnz), dense=True)
+        else:
+            x = sp.csr_matrix(features, dtype=np.float32, copy=True)
+            x.sum_duplicates()
+            x.eliminate_zeros()
+            got = MemoryShape.of(x, y)
+        if got != self.shape:
+            raise ValueError(f"the memory holds {self.shape}, got training data of {got}")
+        if self.shape.dense:
+            self.x_dense.assign(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12))
+        else:
+            norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+            by_feature = sp.csc_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, dtype=np.float32)
+            by_feature.sort_indices()
+            self.x_features.assign(np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr)))
+            self.x_docs.assign(by_feature.indices.astype(np.int64))
+            self.x_values.assign(by_feature.data.astype(np.float32))
         self.y_splits.assign(y.indptr.astype(np.int64))
         self.y_ids.assign(y.indices.astype(np.int64))
 
@@ -133,6 +149,8 @@ class NeighbourVotes(keras.layers.Layer):
         times the query rows made dense (B x features; B is at most `CHUNK_ROWS` here)."""
         dense = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)
         s = self.shape
+        if s.dense:
+            return tf.matmul(dense, self.x_dense, transpose_b=True)
         by_feature = tf.SparseTensor(tf.stack([self.x_features, self.x_docs], axis=1), self.x_values,
                                      [s.num_features, s.num_train])
         return tf.transpose(tf.sparse.sparse_dense_matmul(by_feature, dense, adjoint_a=True, adjoint_b=True))
@@ -176,14 +194,22 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     layer = getattr(model, "neighbours", None)
     if layer is None:
         return {}
-    layer.remember(train_x, train_y)
+
+    def query(x: Any) -> tf.Tensor:  # the rows in the votes' space: model.neighbour_query of a batch
+        return model.neighbour_query(_features_tensor(x))
+
+    remembered = train_x
+    if model.cdgt_config.neighbour_space == "encoder":
+        remembered = np.concatenate([np.asarray(query(train_x[i:i + batch_size]))
+                                     for i in range(0, train_x.shape[0], batch_size)])
+    layer.remember(remembered, train_y)
     layer.weight.assign(0.0)
 
     def pairs():
         for start in range(0, val_x.shape[0], rows):
             x = val_x[start:start + rows]
             scores = np.asarray(model.predict(_batches(x, batch_size), verbose=0))
-            votes = np.concatenate([layer(_features_tensor(x[i:i + batch_size])).numpy()
+            votes = np.concatenate([layer(query(x[i:i + batch_size])).numpy()
                                     for i in range(0, x.shape[0], batch_size)])
             yield scores, votes, sp.csr_matrix(val_y[start:start + rows])
 

@@ -134,3 +134,32 @@ def test_a_large_batch_is_scored_in_chunks_like_row_by_row() -> None:
     np.testing.assert_allclose(whole, rows, atol=1e-7)
     np.testing.assert_allclose(whole, _reference_votes(x.toarray(), y.toarray(), query.toarray(), 7), atol=1e-6)
     assert layer(np.zeros((0, 30), np.float32)).shape == (0, 6)  # an empty batch: no rows, no error
+
+
+def test_encoder_space_votes_use_the_encoders_output(tmp_path) -> None:
+    import keras
+
+    from cdgt_keras.learning import build_trainable
+
+    x, y = _data()
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_weights=(0.0, 0.5),
+                        neighbour_space="encoder")
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
+    model.build((None, x.shape[1]))
+    assert model.neighbours.shape == MemoryShape.of(x, y).in_space(8)
+    settle(model, x, y, x, y, (0.0, 0.5), batch_size=16, rows=24)
+    model.neighbours.weight.assign(0.5)
+    embedded = np.asarray(model.shared_encoder(to_sparse_tensor(x), training=False))
+    query = np.asarray(model.shared_encoder(to_sparse_tensor(x[:6]), training=False))
+    want = _reference_votes(embedded, y.toarray(), query, 5)
+    np.testing.assert_allclose(model.neighbours(query).numpy(), want, atol=1e-5)
+    model.neighbours.weight.assign(0.0)
+    plain = np.asarray(model(to_sparse_tensor(x[:6])))
+    model.neighbours.weight.assign(0.5)
+    np.testing.assert_allclose(np.asarray(model(to_sparse_tensor(x[:6]))), 0.5 * plain + 0.5 * want, atol=1e-5)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), 0.5 * plain + 0.5 * want, atol=1e-5)
+    with pytest.raises(ValueError, match="neighbour_space"):
+        CDGTConfig(neighbour_space="encoder", encoder_hidden=())
