@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 # Named data sets cdgt writes itself (no data directory): name -> the synthetic generator's arguments.
@@ -96,6 +97,14 @@ def dataset_help(built: str) -> str:
     """
     return (f"{', '.join(EMBEDDED)} (embedded; default synthetic), a named set read from CDGT_DATA_DIR "
             f"({', '.join(_registered())}, NAME-R30 / NAME-R50), or any folder under it; {built}")
+
+
+def add_source_arguments(parser: Any, built: str,
+                         data_help: str = "a directory built by `cdgt data build`") -> None:
+    """The mutually exclusive --dataset NAME / --data DIR of `cdgt train`, `cdgt run` and `cdgt kubeflow`."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--dataset", default="synthetic", metavar="NAME", help=dataset_help(built))
+    source.add_argument("--data", metavar="DIR", type=Path, help=data_help)
 
 
 def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, root: Path | None = None,

@@ -19,7 +19,7 @@ from typing import Any
 from kubeflow.parameters import TRAINER_ID
 from kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
 from pipeline.blessing import add_blessing_arguments
-from pipeline.datasets import dataset_help
+from pipeline.datasets import add_source_arguments
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
@@ -60,10 +60,8 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
                         help="accept a local --pipeline-root (a test compile; the pods cannot write there)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, metavar="FILE",
                         help=f".json (PipelineJob) or .yaml (PipelineSpec); default {DEFAULT_OUTPUT}")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help=dataset_help("built locally into --work on first use (as `cdgt run`)"))
-    source.add_argument("--data", metavar="DIR", type=Path, help="a local directory built by `cdgt data build`")
+    add_source_arguments(parser, "built locally into --work on first use (as `cdgt run`)",
+                         "a local directory built by `cdgt data build`")
     parser.add_argument("--data-root", metavar="URI",
                         help="default of the data_root runtime parameter: where the pods read the same data set "
                              "(default <pipeline-root>/data/<data set>; upload the local build there)")

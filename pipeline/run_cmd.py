@@ -19,7 +19,7 @@ from typing import Any
 from pipeline.beam_options import add_beam_arguments, beam_args
 from pipeline.blessing import add_blessing_arguments
 from pipeline.console import progress
-from pipeline.datasets import dataset_help
+from pipeline.datasets import add_source_arguments
 from pipeline.train_cmd import add_config_arguments, config_from_args
 
 HELP = """\
@@ -41,10 +41,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run the TFX pipeline end to end (LocalDagRunner)", description=HELP,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help=dataset_help("built into the output directory on first use"))
-    source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
+    add_source_arguments(parser, "built into the output directory on first use")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, help="run directory (default runs/pipeline-<name>)")
     parser.add_argument("--cpu-replicas", type=int, default=1, metavar="N",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.datasets import EMBEDDED, dataset_help
+from pipeline.datasets import EMBEDDED, add_source_arguments
 from pipeline.train import CHECKPOINT_DIR
 
 HELP = """\
@@ -60,10 +60,7 @@ def config_from_args(args: argparse.Namespace):
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train and evaluate without TFX (fast path)", description=HELP,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--dataset", default="synthetic", metavar="NAME",
-                        help=dataset_help("built into runs/data/NAME on first use (as `cdgt run --dataset`)"))
-    source.add_argument("--data", metavar="DIR", type=Path, help="a directory built by `cdgt data build`")
+    add_source_arguments(parser, "built into runs/data/NAME on first use (as `cdgt run --dataset`)")
     add_config_arguments(parser)
     parser.add_argument("--output", metavar="DIR", type=Path, required=True, help="run directory to write")
     used = parser.add_mutually_exclusive_group()
