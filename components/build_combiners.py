@@ -2,7 +2,7 @@
 
 Example:
     >>> fn = SplitCountsFn()
-    >>> from components.formats.record import Record
+    >>> from cdgt.components.formats.record import Record
     >>> fn.add_input(fn.create_accumulator(), Record("a", "train", (1, 2)))
     {'train': {'examples': 1, 'no_labels': 0, 'positives': 2}}
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import apache_beam as beam
 
-from components.formats.errors import RecordError
-from components.formats.record import Record
-from components.formats.vocabulary import merge_tallies, tally
+from cdgt.components.formats.errors import RecordError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.vocabulary import merge_tallies, tally
 
 
 class TallyFn(beam.CombineFn):

@@ -23,9 +23,9 @@ import numpy as np
 from tfx import v1 as tfx
 from tfx.types import artifact, artifact_utils
 
+from cdgt.components.label_stats_component import LabelFrequencies, load_stats
 from cdgt_keras.features import LABELS, label_spec, labels_csr, stack_labels
 from cdgt_keras.metrics import HEADLINE_METRICS
-from components.label_stats_component import LabelFrequencies, load_stats
 
 METRICS_FILE = "metrics.json"
 # The artifact's properties: the headline figures, then the rest of the ranking figures (MLMD queries filter on them).

@@ -5,7 +5,7 @@ record by record; the only whole-data state is per-label tallies (O(L)) and, for
 Layout of `out`: `<split>/data-SSSSS-of-NNNNN.tfrecord.gz` (split = train, validation, test).
 
 Example:
-    >>> from components.formats.sources import make_source  # doctest: +SKIP
+    >>> from cdgt.components.formats.sources import make_source  # doctest: +SKIP
     >>> build(make_source("arff", ["../shared/data/yeast"]), BuildOptions(out="/tmp/yeast"))  # doctest: +SKIP
 """
 
@@ -23,14 +23,14 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from cdgt.components import build_progress, manifest, rare_variants
+from cdgt.components.build_combiners import FirstRejectFn, SplitCountsFn, TallyFn
+from cdgt.components.formats.errors import BuildFailed
+from cdgt.components.formats.record import Record, to_tf_example
+from cdgt.components.formats.vocabulary import Vocabulary, build_vocabulary
+from cdgt.components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.records import SPLITS
-from components import build_progress, manifest, rare_variants
-from components.build_combiners import FirstRejectFn, SplitCountsFn, TallyFn
-from components.formats.errors import BuildFailed
-from components.formats.record import Record, to_tf_example
-from components.formats.vocabulary import Vocabulary, build_vocabulary
-from components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 
 ON_ERROR = ("fail", "skip")
 BUILD_ERROR_FILE = "build_error.json"  # why a build failed, for the driver to raise; never left by a finished build

@@ -191,7 +191,7 @@ def compute_label_stats(data_dir: str, pipeline_args: Sequence[str] | None = Non
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from components.formats.record import labels_of_tf_example
+    from cdgt.components.formats.record import labels_of_tf_example
 
     manifest = read_json(os.path.join(data_dir, "manifest.json"))
     num_labels, names = manifest["num_labels"], manifest.get("label_names")

@@ -20,7 +20,7 @@ import os
 from tfx import v1 as tfx
 from tfx.types import artifact, artifact_utils
 
-from components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
+from cdgt.components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 
 
 class LabelFrequencies(artifact.Artifact):
@@ -47,7 +47,7 @@ def count_labels(file_pattern: str, pipeline_args: list[str] | None = None) -> t
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from components.formats.record import labels_of_tf_example
+    from cdgt.components.formats.record import labels_of_tf_example
 
     with tempfile.TemporaryDirectory() as tmp:
         target = os.path.join(tmp, "counts.json")

@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cdgt.components.formats.textio import strip_compression
 from cdgt_keras.records import SPLITS
-from components.formats.textio import strip_compression
 
 MANIFEST_FILE = "manifest.json"
 

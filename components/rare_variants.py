@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.splits import unit_hash
 from cdgt_keras.labels import label_order
-from components.formats.record import Record
-from components.formats.splits import unit_hash
 
 
 def rare_labels(train_counts: Iterable[int], k: int) -> np.ndarray:

@@ -15,7 +15,7 @@ Example (inside a pipeline):
 from tfx import v1 as tfx
 from tfx.types import artifact_utils
 
-from components.schema import anomaly_lines
+from cdgt.components.schema import anomaly_lines
 
 
 class DataAnomalies(RuntimeError):

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt.components.formats.record import Record, to_tf_example
+from cdgt.components.label_stats import STATS_FILE, label_statistics, write_json, write_text_atomic
+from cdgt.components.manifest import MANIFEST_FILE
 from cdgt_keras.records import SPLITS
-from components.formats.record import Record, to_tf_example
-from components.label_stats import STATS_FILE, label_statistics, write_json, write_text_atomic
-from components.manifest import MANIFEST_FILE
 
 # The embedded default: the same draw `cdgt train --dataset synthetic` uses.
 DEFAULT_SIZE = {"num_examples": 4000, "num_labels": 100}

@@ -9,7 +9,7 @@ installed project (or `module_file`, which TFX packages as a wheel with every fi
 Example:
     >>> trainer = CdgtTrainer(examples=transform.outputs["transformed_examples"],
     ...                       transform_graph=transform.outputs["transform_graph"],
-    ...                       label_stats=stats.outputs["label_stats"], run_fn="pipeline.trainer_module.run_fn",
+    ...                       label_stats=stats.outputs["label_stats"], run_fn="cdgt.pipeline.trainer_module.run_fn",
     ...                       custom_config={"cdgt": config.to_dict()})  # doctest: +SKIP
 """
 
@@ -26,7 +26,7 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.types.component_spec import ChannelParameter
 from tfx.utils import json_utils
 
-from components.label_stats_component import LabelFrequencies
+from cdgt.components.label_stats_component import LabelFrequencies
 
 LABEL_STATS_KEY = "label_stats"
 LABEL_STATS_URI = "label_stats_uri"

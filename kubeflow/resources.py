@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from kubeflow.parameters import TRAINER_ID, component
+from cdgt.kubeflow.parameters import TRAINER_ID, component
 
 TRANSFORM_ID = "Transform"
 

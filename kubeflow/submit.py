@@ -1,11 +1,12 @@
 """Submit a compiled cdgt pipeline to Kubeflow Pipelines v2, once or on a schedule, with the `kfp` client.
 
 Needs `pip install 'cdgt[kubeflow]'` (kfp>=2; keep it out of the TFX venv, it downgrades urllib3 and
-google-cloud-storage: use a separate venv with `pip install kfp pyyaml numpy scipy` and this repo on PYTHONPATH).
+google-cloud-storage: use a separate venv with `pip install kfp pyyaml numpy scipy` and this repository installed
+with `pip install --no-deps -e .`).
 
-    python -m kubeflow.submit --host http://localhost:8080 run --package kubeflow/cdgt-pipeline.json \\
+    python -m cdgt.kubeflow.submit --host http://localhost:8080 run --package kubeflow/cdgt-pipeline.json \\
         --param data_root=gs://acme-ml/cdgt/data/yeast --set epochs=30
-    python -m kubeflow.submit --host http://localhost:8080 schedule --recurring kubeflow/recurring-run.yaml
+    python -m cdgt.kubeflow.submit --host http://localhost:8080 schedule --recurring kubeflow/recurring-run.yaml
 
 A .json package (PipelineJob, `cdgt kubeflow compile`'s default) is unwrapped to its PipelineSpec in a temporary
 .yaml, since kfp.Client takes only .yaml/.zip/.tar.gz packages; the compiled pipeline root (the PipelineJob's
@@ -25,8 +26,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from kubeflow.kubeflow_v2_runner import is_uri
-from kubeflow.parameters import TRAINER_CONFIG, trainer_value
+from cdgt.kubeflow.kubeflow_v2_runner import is_uri
+from cdgt.kubeflow.parameters import TRAINER_CONFIG, trainer_value
 
 
 class Package(NamedTuple):
@@ -89,7 +90,7 @@ def client(host: str | None) -> Any:
     try:
         from kfp import Client  # kfp-pipeline-spec alone provides a `kfp` namespace package without Client
     except ImportError:
-        raise SystemExit("kubeflow.submit needs the kfp client: pip install 'cdgt[kubeflow]' "
+        raise SystemExit("cdgt.kubeflow.submit needs the kfp client: pip install 'cdgt[kubeflow]' "
                          "(in its own venv, not the TFX one)") from None
     return Client(host=host)
 
@@ -131,7 +132,7 @@ def schedule(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kubeflow.submit", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m cdgt.kubeflow.submit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", help="KFP API endpoint, e.g. http://localhost:8080 (port-forwarded ml-pipeline-ui)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, KeyError) as err:
-        print(f"kubeflow.submit: error: {err}", file=sys.stderr)
+        print(f"cdgt.kubeflow.submit: error: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -30,10 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
+from cdgt.pipeline.plots import frequency_curve, pyplot
 from cdgt_keras import metrics as M
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
-from pipeline.plots import frequency_curve, pyplot
 
 TOP_K = (1, 3, 5)
 # What ValidationReport adds to the Keras logs (as val_<name>); Keras' TensorBoard writes validation/epoch_<name>.

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 
 # Each module here exposes `register(subparsers)` and must import nothing heavy at module level.
-_COMMAND_MODULES = ("pipeline.train_cmd", "pipeline.data_cmd", "pipeline.run_cmd", "pipeline.bench_cmd",
-                    "pipeline.kubeflow_cmd", "pipeline.serve_cmd")
+_COMMAND_MODULES = ("cdgt.pipeline.train_cmd", "cdgt.pipeline.data_cmd", "cdgt.pipeline.run_cmd",
+                    "cdgt.pipeline.bench_cmd", "cdgt.pipeline.kubeflow_cmd", "cdgt.pipeline.serve_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,7 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
 
 def apply_global_options(args: argparse.Namespace) -> None:
     """Set up the console (pipeline.console) and pass -v / -q to the commands that have their own."""
-    from pipeline.console import configure
+    from cdgt.pipeline.console import configure
 
     configure(args.verbosity, args.global_quiet)
     if args.verbosity and hasattr(args, "verbose"):
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        from pipeline.cli_checks import check_path_options
+        from cdgt.pipeline.cli_checks import check_path_options
 
         check_path_options(args)
         return int(args.func(args) or 0)

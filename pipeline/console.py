@@ -25,7 +25,7 @@ import sys
 import warnings
 from typing import TextIO
 
-from components.build_progress import QUIET_ENV  # -q for the Beam worker processes a data build starts
+from cdgt.components.build_progress import QUIET_ENV  # -q for the Beam worker processes a data build starts
 
 _STATE = {"quiet": False, "verbosity": 0}
 _SAVED_LEVELS: dict[str, int] = {}

@@ -18,8 +18,8 @@ import time
 import traceback
 from typing import Any
 
-from pipeline.beam_options import add_beam_arguments, beam_args
-from pipeline.console import progress
+from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
+from cdgt.pipeline.console import progress
 
 _SOURCE_HELP = """\
 SOURCE is one or more folders or files. A data file's split comes from its name: it must contain
@@ -150,8 +150,8 @@ def _log(message: str) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     """`cdgt data build`: returns 0 on success, 1 on bad input (message names file and line)."""
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
+    from cdgt.components.example_gen import BuildOptions, build
+    from cdgt.components.formats.sources import make_source
 
     if args.task and args.format != "debian":
         raise ValueError("--task applies to --format debian only")
@@ -211,7 +211,7 @@ def _quiet_runner_tracebacks() -> None:
 
 def _input_error_message(err: BaseException) -> str | None:
     """The one line to print for a failed build: the input error or OSError inside `err`, else None."""
-    from components.formats.errors import find_error_message, root_input_error, without_step
+    from cdgt.components.formats.errors import find_error_message, root_input_error, without_step
 
     found = root_input_error(err)
     return without_step(str(found)) if found is not None else find_error_message(str(err))
@@ -235,7 +235,7 @@ def build_summary(manifest: dict[str, Any]) -> str:
 
 def run_stats(args: argparse.Namespace) -> int:
     """`cdgt data stats`: print the long-tail summary and write the log-log frequency plot."""
-    from components.label_stats import STATS_FILE, compute_label_stats, read_json
+    from cdgt.components.label_stats import STATS_FILE, compute_label_stats, read_json
 
     path = os.path.join(args.dir, STATS_FILE)
     if args.recompute or not os.path.exists(path):
@@ -256,7 +256,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def plot_frequency_curve(stats: dict, png: str) -> None:
     """The label-frequency curve of label statistics (components/label_stats.py) as a PNG."""
-    from pipeline.plots import frequency_curve, pyplot
+    from cdgt.pipeline.plots import frequency_curve, pyplot
 
     summary = stats["summary"]
     fig = frequency_curve(stats["counts"], len(stats["head"]), len(stats["tail"]),

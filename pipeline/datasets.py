@@ -119,7 +119,7 @@ def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, ro
         return out
     root = Path(root) if root else data_root()
     if name in EMBEDDED:
-        from components.synthetic_source import write_synthetic
+        from cdgt.components.synthetic_source import write_synthetic
 
         log(f"writing the embedded {name} data to {out}")
         write_synthetic(str(out), seed=0, overwrite=True, **EMBEDDED[name])
@@ -168,9 +168,9 @@ def _build_folder(name: str, root: Path, out: Path, beam: list[str] | None, log:
 
 def _build(fmt: str, source: Path, out: Path, beam: list[str] | None, log: Callable[[str], None],
            **options: object) -> None:
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
-    from pipeline.beam_options import beam_pipeline_args
+    from cdgt.components.example_gen import BuildOptions, build
+    from cdgt.components.formats.sources import make_source
+    from cdgt.pipeline.beam_options import beam_pipeline_args
 
     task = options.get("task")
     log(f"building {source} ({fmt}{', task ' + str(task) if task else ''}) into {out}")

@@ -16,11 +16,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kubeflow.parameters import TRAINER_ID
-from kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
-from pipeline.blessing import add_blessing_arguments
-from pipeline.datasets import add_source_arguments
-from pipeline.train_cmd import add_config_arguments, config_from_args
+from cdgt.kubeflow.parameters import TRAINER_ID
+from cdgt.kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
+from cdgt.pipeline.blessing import add_blessing_arguments
+from cdgt.pipeline.datasets import add_source_arguments
+from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
 
@@ -86,7 +86,7 @@ def local_data(args: argparse.Namespace) -> tuple[str, Path]:
     """(data set name, local built directory): --data as given, or --dataset built under --work on first use."""
     if args.data:
         return args.data.name, args.data.resolve()
-    from pipeline.run_cmd import ensure_data
+    from cdgt.pipeline.run_cmd import ensure_data
 
     work = (args.work or Path("runs") / f"kubeflow-{args.dataset}").resolve()
     return args.dataset, ensure_data(args.dataset, work)
@@ -103,8 +103,8 @@ def build(args: argparse.Namespace, root: str, resources: dict[str, Resources]) 
     command-line options."""
     config = config_from_args(args)
     name, data_dir = local_data(args)
-    from kubeflow.parameters import expose_runtime_parameters
-    from pipeline.pipeline import PipelineSettings, create_pipeline, pipeline_name
+    from cdgt.kubeflow.parameters import expose_runtime_parameters
+    from cdgt.pipeline.pipeline import PipelineSettings, create_pipeline, pipeline_name
 
     pname = args.name or pipeline_name(name)
     extra = {"beam_args": tuple(args.beam_args)} if args.beam_args else {}
@@ -118,7 +118,7 @@ def build(args: argparse.Namespace, root: str, resources: dict[str, Resources]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from kubeflow.kubeflow_v2_runner import check_image, check_pipeline_root, check_remote_root, compile_pipeline
+    from cdgt.kubeflow.kubeflow_v2_runner import check_image, check_pipeline_root, check_remote_root, compile_pipeline
 
     check_image(args.image)  # fail fast, before TensorFlow loads
     resources = task_resources(args)

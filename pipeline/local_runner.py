@@ -106,7 +106,7 @@ def component_progress(show: Callable[[str], None], launcher_class: Any = None) 
 def _heartbeat(show: Callable[[str], None], node: str, every: float) -> contextlib.AbstractContextManager[None]:
     """`NODE still running (N s)` every `every` seconds from a daemon thread until the block ends: a component
     whose own logs are silenced (or that has none) still shows it is alive."""
-    from pipeline.periodic import every as periodically
+    from cdgt.pipeline.periodic import every as periodically
 
     started = time.monotonic()
     return periodically(every, lambda: show(f"{node} still running ({time.monotonic() - started:.0f} s)"),

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -29,22 +30,21 @@ from pathlib import Path
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from cdgt.components.baseline import LatestBlessedOtherModelStrategy
+from cdgt.components.evaluation import MultiLabelEvaluator
+from cdgt.components.label_stats_component import LabelStatsGen
+from cdgt.components.schema_gate import SchemaGate
+from cdgt.components.shard_check import ShardCheck
+from cdgt.components.trainer import CdgtTrainer
+from cdgt.pipeline.beam_options import beam_pipeline_args
+from cdgt.pipeline.blessing import MAX_AUC_DROP, MIN_AUC
+from cdgt.serving.export import LABELS_MULTI_HOT
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.records import SPLITS, read_manifest
 from cdgt_keras.text import TextOptions
-from components.baseline import LatestBlessedOtherModelStrategy
-from components.evaluation import MultiLabelEvaluator
-from components.label_stats_component import LabelStatsGen
-from components.schema_gate import SchemaGate
-from components.shard_check import ShardCheck
-from components.trainer import CdgtTrainer
-from pipeline.beam_options import beam_pipeline_args
-from pipeline.blessing import MAX_AUC_DROP, MIN_AUC
-from serving.export import LABELS_MULTI_HOT
 
-REPO = Path(__file__).resolve().parents[1]
-PREPROCESSING_FN = "pipeline.transform_module.preprocessing_fn"
-RUN_FN = "pipeline.trainer_module.run_fn"
+PREPROCESSING_FN = "cdgt.pipeline.transform_module.preprocessing_fn"
+RUN_FN = "cdgt.pipeline.trainer_module.run_fn"
 # The code each step runs. Its fingerprint goes into the step's custom_config, so a change retrains and nothing
 # else does (TFX's module_file packaging would fingerprint every file of pipeline/, CLI code included).
 TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdgt_keras/text.py",
@@ -91,13 +91,24 @@ def pipeline_name(dataset: str) -> str:
     return "cdgt-" + (re.sub(r"[^a-z0-9]+", "-", dataset.lower()).strip("-") or "data")
 
 
+def _folder(name: str) -> Path:
+    """Where the repository folder `name` (cdgt_keras, pipeline, components, serving) is imported from: the
+    checkout, or site-packages/cdgt/<name> in an installed wheel (pyproject.toml's package-dir)."""
+    spec = importlib.util.find_spec(name if name == "cdgt_keras" else f"cdgt.{name}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def source_fingerprint(paths: tuple[str, ...]) -> str:
-    """sha256 (16 hex digits) over the Python files at `paths` (files or folders, relative to the repo)."""
+    """sha256 (16 hex digits) over the Python files at `paths` (files or folders, relative to the repo; hashed
+    under those repository-relative names wherever the package is installed)."""
     digest = hashlib.sha256()
     for rel in paths:
-        root = REPO / rel
+        top, _, rest = rel.partition("/")
+        base = _folder(top)
+        root = base / rest if rest else base
         for file in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes())
+            name = Path(top, file.relative_to(base)).as_posix()
+            digest.update(name.encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -69,7 +69,7 @@ class EpochHistory(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
-        from pipeline.train import write_json
+        from cdgt.pipeline.train import write_json
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.path, self.history)

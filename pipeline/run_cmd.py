@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.beam_options import add_beam_arguments, beam_args
-from pipeline.blessing import add_blessing_arguments
-from pipeline.console import progress
-from pipeline.datasets import add_source_arguments
-from pipeline.train_cmd import add_config_arguments, config_from_args
+from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
+from cdgt.pipeline.blessing import add_blessing_arguments
+from cdgt.pipeline.console import progress
+from cdgt.pipeline.datasets import add_source_arguments
+from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
 
 HELP = """\
 Run the TFX pipeline: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform ->
@@ -65,7 +65,7 @@ def _log(message: str) -> None:
 
 def ensure_data(dataset: str, out: Path, beam: list[str] | None = None) -> Path:
     """The built data directory for `dataset` under `out/data/`, building it on first use (pipeline.datasets)."""
-    from pipeline.datasets import build_named
+    from cdgt.pipeline.datasets import build_named
 
     return build_named(dataset, out / "data", beam, log=_log)
 
@@ -73,7 +73,7 @@ def ensure_data(dataset: str, out: Path, beam: list[str] | None = None) -> Path:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     name = args.data.name if args.data else args.dataset
-    from pipeline.pipeline import pipeline_name
+    from cdgt.pipeline.pipeline import pipeline_name
 
     pname = pipeline_name(name)
     out = (args.output or Path("runs") / f"pipeline-{name}").resolve()
@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (devices are fixed by the first)
     data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, beam_args(args))
-    from pipeline.local_runner import run as run_pipeline
-    from pipeline.pipeline import PipelineSettings, create_pipeline
+    from cdgt.pipeline.local_runner import run as run_pipeline
+    from cdgt.pipeline.pipeline import PipelineSettings, create_pipeline
 
     schema = schema_for_run(args, pname, data_dir, out)
     settings = PipelineSettings(name=pname, data_dir=str(data_dir), root=str(out / "root"),
@@ -115,7 +115,7 @@ def schema_for_run(args: argparse.Namespace, pname: str, data_dir: Path, out: Pa
     """The curated schema this run holds its data to: --schema, the one kept with the pipeline
     (pipeline/schemas/<pipeline>.pbtxt), or <output>/schema.pbtxt. Inferred from the training split and curated
     (components/schema.py) on first use or with --update-schema."""
-    from components.schema import infer_curated_schema, kept_schema_path, write_schema
+    from cdgt.components.schema import infer_curated_schema, kept_schema_path, write_schema
 
     kept = kept_schema_path(pname)
     path = args.schema.resolve() if args.schema else kept if kept.is_file() else out / "schema.pbtxt"
@@ -156,7 +156,7 @@ def _behind(err: BaseException, kind: type[BaseException]) -> Any:
 
 def data_anomalies(err: BaseException) -> list[str] | None:
     """The anomaly lines of the DataAnomalies (components/schema_gate.py) behind `err`, if that stopped the run."""
-    from components.schema_gate import DataAnomalies
+    from cdgt.components.schema_gate import DataAnomalies
 
     found = _behind(err, DataAnomalies)
     return None if found is None else found.lines
@@ -164,7 +164,7 @@ def data_anomalies(err: BaseException) -> list[str] | None:
 
 def shard_mismatch(err: BaseException) -> str | None:
     """The one-line reason of the ShardMismatch (components/shard_check.py) behind `err`, if that stopped the run."""
-    from components.shard_check import ShardMismatch
+    from cdgt.components.shard_check import ShardMismatch
 
     found = _behind(err, ShardMismatch)
     return None if found is None else str(found)
@@ -172,9 +172,9 @@ def shard_mismatch(err: BaseException) -> str | None:
 
 def print_summary(settings: Any, seconds: float) -> None:
     """Component states, the headline table (overall, head, tail), blessing, pushed model, TensorBoard."""
+    from cdgt.components.evaluation import read_metrics
+    from cdgt.pipeline.local_runner import run_summary, validation_failures
     from cdgt_keras.metrics import format_report
-    from components.evaluation import read_metrics
-    from pipeline.local_runner import run_summary, validation_failures
 
     summary = run_summary(settings.metadata_path, settings.name)
     print(f"\npipeline {settings.name} finished in {seconds:.1f} s; components: "

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from serving.requests import SPARSE_REQUEST_WIDTH
+from cdgt.serving.requests import SPARSE_REQUEST_WIDTH
 
 EXPORT_HELP = """\
 Write a TF Serving model, <OUTPUT>/<NAME>/<VERSION>/ (VERSION: --version, else one above the highest present),
@@ -118,7 +118,7 @@ def _file_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _print(inputs: list[Any], results: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from serving.requests import format_json, format_jsonl, format_table
+    from cdgt.serving.requests import format_json, format_jsonl, format_table
 
     if args.jsonl:
         print(format_jsonl(inputs, results), flush=True)
@@ -127,14 +127,14 @@ def _print(inputs: list[Any], results: list[dict[str, Any]], args: argparse.Name
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from serving.layout import SAVED_MODEL, find_pipeline_model, new_version_dir
+    from cdgt.serving.layout import SAVED_MODEL, find_pipeline_model, new_version_dir
 
     source = args.source
     if not source.is_dir():
         raise FileNotFoundError(f"{source} is not a directory")
     target = new_version_dir(args.output, args.name or source.resolve().name, args.version)
     if (source / "model.keras").is_file():
-        from serving.from_run import export_run
+        from cdgt.serving.from_run import export_run
 
         export_run(source, target, top_k=args.top_k)
     else:
@@ -146,13 +146,13 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from serving.layout import resolve_saved_model
+    from cdgt.serving.layout import resolve_saved_model
 
     path = resolve_saved_model(args.model_dir)
     import tensorflow as tf
 
+    from cdgt.serving.requests import answers, encode_inputs, input_kind, parse_line
     from cdgt_keras.features import DENSE
-    from serving.requests import answers, encode_inputs, input_kind, parse_line
 
     signature = tf.saved_model.load(str(path)).signatures.get("predict")
     if signature is None:
@@ -186,9 +186,9 @@ def _input_width(path: Path) -> int | None:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from pipeline.console import progress
-    from serving.client import GrpcClient, RestClient, ServingError, query
-    from serving.requests import RequestError, input_kind, parse_line
+    from cdgt.pipeline.console import progress
+    from cdgt.serving.client import GrpcClient, RestClient, ServingError, query
+    from cdgt.serving.requests import RequestError, input_kind, parse_line
 
     client = RestClient(args.rest, args.model, args.version, args.timeout) if args.rest else \
         GrpcClient(args.grpc, args.model, args.version, args.timeout)

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cdgt.pipeline.datasets import EMBEDDED
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
-from pipeline.datasets import EMBEDDED
 
 CHECKPOINT_DIR = "checkpoint"  # in a run directory: the last epoch's training state, until the run completes
 RUN_FILE = "run.json"  # in CHECKPOINT_DIR: the fingerprint of the data the run trains on
@@ -28,8 +28,8 @@ def load_embedded(name: str, seed: int = 0) -> dict[str, MultiLabelData]:
     """The embedded default data: train / validation / test splits from the synthetic generator."""
     if name not in EMBEDDED:
         raise ValueError(f"--dataset {name!r} is not known; choose one of {sorted(EMBEDDED)}")
+    from cdgt.components.synthetic_source import DEFAULT_SIZE  # the size `cdgt run` writes: the same data on both paths
     from cdgt_keras.synthetic import synthetic_splits
-    from components.synthetic_source import DEFAULT_SIZE  # the size `cdgt run` writes: the same data on both paths
 
     return synthetic_splits(**DEFAULT_SIZE, seed=seed, **EMBEDDED[name])
 
@@ -74,12 +74,12 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     """
     import keras
 
+    from cdgt.pipeline import checkpoint
+    from cdgt.pipeline.resume import EpochHistory, epoch_batches
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import RankingMonitor, fit_setup
     from cdgt_keras.neighbours import MemoryShape, settle
-    from pipeline import checkpoint
-    from pipeline.resume import EpochHistory, epoch_batches
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
@@ -126,9 +126,9 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
     import numpy as np
     import scipy.sparse as sp
 
+    from cdgt.pipeline.checkpoint import clear
     from cdgt_keras.evaluation import evaluate_model
     from cdgt_keras.labels import label_frequencies
-    from pipeline.checkpoint import clear
 
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
 def _start_or_check_run(ckpt: Path, splits: dict[str, MultiLabelData], resume: bool) -> None:
     """A new run records its data's fingerprint next to its checkpoint; a resumed one must train on the same data
     (the config is checked before the data loads, in train_cmd)."""
-    from pipeline.resume import data_fingerprint
+    from cdgt.pipeline.resume import data_fingerprint
 
     key, path = data_fingerprint(splits), ckpt / RUN_FILE
     if resume and path.is_file():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.datasets import EMBEDDED, add_source_arguments
-from pipeline.train import CHECKPOINT_DIR
+from cdgt.pipeline.datasets import EMBEDDED, add_source_arguments
+from cdgt.pipeline.train import CHECKPOINT_DIR
 
 HELP = """\
 Train CDGTModel on the embedded synthetic data (default) or on a directory built by `cdgt data build`,
@@ -115,11 +115,11 @@ def check_resumable(output: Path, config) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     check_output(args.output, args.overwrite, args.resume, config)
-    from pipeline.train import load_features, run_training
+    from cdgt.pipeline.train import load_features, run_training
 
     data_dir = args.data
     if data_dir is None and args.dataset not in EMBEDDED:
-        from pipeline.run_cmd import ensure_data
+        from cdgt.pipeline.run_cmd import ensure_data
 
         data_dir = ensure_data(args.dataset, Path("runs"))
     splits, featurizer = load_features(data_dir, args.dataset, config)
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         f"{name} {data.num_examples:,}" for name, data in splits.items())
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
     if args.resume:
-        from pipeline.checkpoint import completed_epochs
+        from cdgt.pipeline.checkpoint import completed_epochs
 
         done = completed_epochs(str(args.output / CHECKPOINT_DIR))
         print(f"resuming {args.output} after epoch {done} of {config.epochs}" if done else

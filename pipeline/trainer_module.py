@@ -27,6 +27,13 @@ import scipy.sparse as sp
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from cdgt.components.label_stats_component import load_stats
+from cdgt.pipeline import checkpoint
+from cdgt.pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
+from cdgt.pipeline.resume import epoch_batches
+from cdgt.pipeline.transform_module import model_width
+from cdgt.serving.export import export_serving_model
+from cdgt.serving.model_input import model_input, multi_hot
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import LABELS, read_labels
@@ -34,13 +41,6 @@ from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape, settle
 from cdgt_keras.thresholds import tuned_thresholds
-from components.label_stats_component import load_stats
-from pipeline import checkpoint
-from pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
-from pipeline.resume import epoch_batches
-from pipeline.transform_module import model_width
-from serving.export import export_serving_model
-from serving.model_input import model_input, multi_hot
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from cdgt.serving.requests import OUTPUTS, SPARSE_REQUEST_WIDTH, RequestError, answers, encode_inputs, input_kind
 from cdgt_keras.features import DENSE
-from serving.requests import OUTPUTS, SPARSE_REQUEST_WIDTH, RequestError, answers, encode_inputs, input_kind
 
 
 class ServingError(RuntimeError):

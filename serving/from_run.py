@@ -44,7 +44,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 
 def export_run(run_dir: str | Path, export_dir: str | Path, top_k: int = 5) -> str:
     """Write the SavedModel of a `cdgt train` run to `export_dir` (serving/export.py signatures)."""
-    from serving.export import export_keras_model
+    from cdgt.serving.export import export_keras_model
 
     run = load_run(run_dir)
     return export_keras_model(run["model"], str(export_dir), run["label_names"], run["thresholds"],

@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from components.formats.errors import RecordError, SourceError
-from components.formats.record import Record
-from components.formats.values import finite_float, first_repeat, index, unique
+from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.values import finite_float, first_repeat, index, unique
 
 _ATTRIBUTE = re.compile(r"@attribute\s+(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|(\S+))\s*(.*)$", re.I)
 

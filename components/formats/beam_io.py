@@ -14,8 +14,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from components.build_progress import count
-from components.formats.errors import RecordError, SourceError
+from cdgt.components.build_progress import count
+from cdgt.components.formats.errors import RecordError, SourceError
 
 
 def _rejected(error: RecordError, stage: str) -> Any:
@@ -66,7 +66,7 @@ class _Route(beam.DoFn):
         self.entries, self.stage = entries, stage
 
     def process(self, path: str) -> Iterator[Any]:
-        from components.formats.debian_source import Note
+        from cdgt.components.formats.debian_source import Note
 
         try:
             for out in self.entries(path):

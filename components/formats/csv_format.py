@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from components.formats.errors import RecordError, SourceError
-from components.formats.record import Record
-from components.formats.values import finite_float, first_repeat, index, unique
+from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.values import finite_float, first_repeat, index, unique
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from components.formats.errors import RecordError
-from components.formats.values import unique
+from cdgt.components.formats.errors import RecordError
+from cdgt.components.formats.values import unique
 
 TASKS = ("debtags", "deps")
 DEPENDENCY_FIELDS = ("Depends", "Pre-Depends", "Recommends")

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from components.formats import debian
-from components.formats.errors import RecordError, SourceError
-from components.formats.record import Record
-from components.formats.splits import catalogue_split
-from components.formats.textio import numbered_lines, strip_compression
+from cdgt.components.formats import debian
+from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.splits import catalogue_split
+from cdgt.components.formats.textio import numbered_lines, strip_compression
 
 JoinKey = tuple[str, str]
 
@@ -108,6 +108,6 @@ class DebianSource:
 
     def expand(self, pipeline: Any, label: str, labels_only: bool = False) -> tuple[Any, Any, Any]:
         """(records, rejects, notes); `labels_only` skips reading Translation-en (records have no text)."""
-        from components.formats.beam_io import read_debian
+        from cdgt.components.formats.beam_io import read_debian
 
         return read_debian(pipeline, self, label, labels_only)

@@ -20,12 +20,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.formats import arff, csv_format, xmc
-from components.formats.errors import RecordError, SourceError
-from components.formats.record import Record
-from components.formats.splits import carve_validation, split_hint
-from components.formats.textio import numbered_lines, open_binary, strip_compression
-from components.formats.values import first_repeat
+from cdgt.components.formats import arff, csv_format, xmc
+from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.splits import carve_validation, split_hint
+from cdgt.components.formats.textio import numbered_lines, open_binary, strip_compression
+from cdgt.components.formats.values import first_repeat
 
 FORMATS = ("arff", "xmc", "csv", "debian")
 _IGNORED = ("readme", ".md", ".json", ".sha256", ".txt.sha")
@@ -110,7 +110,7 @@ class LineSource:
 
     def expand(self, pipeline: Any, label: str, labels_only: bool = False) -> tuple[Any, Any, Any]:
         """(records, rejects, notes) PCollections of every file (`labels_only` is ignored)."""
-        from components.formats.beam_io import read_line_source
+        from cdgt.components.formats.beam_io import read_line_source
 
         return read_line_source(pipeline, self, label)
 
@@ -174,7 +174,7 @@ def make_source(fmt: str, paths: Sequence[str], **options: Any) -> Any:
     if fmt == "csv":
         return _csv_source(files, fraction, **options)
     if fmt == "debian":
-        from components.formats.debian_source import DebianSource
+        from cdgt.components.formats.debian_source import DebianSource
 
         return DebianSource.from_files(files, validation_fraction=fraction, **options)
     raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")

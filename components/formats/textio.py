@@ -13,7 +13,7 @@ import lzma
 from collections.abc import Iterator
 from typing import IO
 
-from components.formats.errors import SourceError
+from cdgt.components.formats.errors import SourceError
 
 COMPRESSED_SUFFIXES = (".xz", ".lz4", ".gz")
 

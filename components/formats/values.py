@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from components.formats.errors import RecordError
+from cdgt.components.formats.errors import RecordError
 
 
 def finite_float(text: str, file: str, line: int, what: str) -> float:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.formats.errors import RecordError
-from components.formats.record import Record
-from components.formats.values import finite_float, index, unique
+from cdgt.components.formats.errors import RecordError
+from cdgt.components.formats.record import Record
+from cdgt.components.formats.values import finite_float, index, unique
 
 
 @dataclass(frozen=True)

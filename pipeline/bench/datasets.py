@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt.pipeline.datasets import DATASETS, build_named, data_root, parse_name
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
-from pipeline.datasets import DATASETS, build_named, data_root, parse_name
 
 REPO = Path(__file__).resolve().parents[2]
 __all__ = ["DATASETS", "BenchData", "build_dataset", "data_root", "load_dataset", "parse_name", "shape_facts"]
@@ -76,8 +76,8 @@ def freeze(matrix: Any) -> None:
 
 
 def _built(name: str, root: Path, cache_dir: Path) -> BenchData:
+    from cdgt.pipeline.train import load_data
     from cdgt_keras.records import read_manifest
-    from pipeline.train import load_data
 
     if not root.is_dir():
         raise FileNotFoundError(f"data root {root} not found (set CDGT_DATA_DIR)")

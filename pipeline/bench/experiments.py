@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.bench.methods import PEERS, resolve
-from pipeline.bench.runner import RunSpec
+from cdgt.pipeline.bench.methods import PEERS, resolve
+from cdgt.pipeline.bench.runner import RunSpec
 
 BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
 SMALL = ("yeast", "emotions", "bibtex", "corel5k")

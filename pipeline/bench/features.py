@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cdgt.pipeline.bench.verdicts import md_table
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import HEADLINE_METRICS
-from pipeline.bench.verdicts import md_table
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "unigram-20k": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": False, "vocabulary_size": 20000},
@@ -35,11 +35,11 @@ KEYS = tuple(HEADLINE_METRICS)
 def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = None) -> dict[str, Any]:
     """Featurize `dataset` under setting `name`, train `peer` (a peer, or a CD-GTMLL method such as `recommended`)
     on it and report the test metrics (thresholds: the method's rule; peers: the shipped preset's)."""
+    from cdgt.pipeline.bench.datasets import REPO, build_dataset, data_root
+    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.pipeline.train import load_data
     from cdgt_keras.evaluation import evaluate_probs
     from cdgt_keras.labels import label_frequencies
-    from pipeline.bench.datasets import REPO, build_dataset, data_root
-    from pipeline.bench.methods import resolve
-    from pipeline.train import load_data
 
     method = resolve(peer)
     config = (method.config() if method.kind == "cdgt" else CDGTConfig.preset("recommended")).replace(
@@ -61,12 +61,12 @@ def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = Non
 def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tuple[Any, Any, float]:
     """(validation scores, test scores, train seconds) of a peer or of CD-GTMLL under `config`."""
     if method.kind != "cdgt":
-        from pipeline.bench.peers import fit_predict
+        from cdgt.pipeline.bench.peers import fit_predict
 
         out = fit_predict(method.kind, splits)
         return out.validation_scores, out.test_scores, out.train_seconds
+    from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_probs
-    from pipeline.train import fit_model
 
     model, _, seconds = fit_model(config, splits["train"], splits["validation"])
     return (predict_probs(model, splits["validation"], config.batch_size),

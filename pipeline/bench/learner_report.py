@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cdgt.pipeline.bench.features import format_rows
 from cdgt_keras.metrics import HEADLINE_METRICS
-from pipeline.bench.features import format_rows
 
 # The learner grid's columns (display name, key in a run's JSON): the library's headline figures, then cost.
 LEARNER_COLUMNS = [*((label, f"overall/{key}") for key, label in HEADLINE_METRICS.items()),

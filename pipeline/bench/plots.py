@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.bench.aggregate import Summary, runs_of
-from pipeline.plots import pyplot
+from cdgt.pipeline.bench.aggregate import Summary, runs_of
+from cdgt.pipeline.plots import pyplot
 
 
 def _save(fig: Any, path: Path, layout: bool = True) -> Path:

@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from cdgt.pipeline.bench import plots
+from cdgt.pipeline.bench.aggregate import Summary, aggregate, runs_of
+from cdgt.pipeline.bench.experiments import EXPERIMENTS, expand
+from cdgt.pipeline.bench.learner_report import LEARNER_COLUMNS, section_learner
+from cdgt.pipeline.bench.methods import PEERS
+from cdgt.pipeline.bench.research import section_research
+from cdgt.pipeline.bench.runner import load_results
+from cdgt.pipeline.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
 from cdgt_keras.metrics import HEADLINE_METRICS
-from pipeline.bench import plots
-from pipeline.bench.aggregate import Summary, aggregate, runs_of
-from pipeline.bench.experiments import EXPERIMENTS, expand
-from pipeline.bench.learner_report import LEARNER_COLUMNS, section_learner
-from pipeline.bench.methods import PEERS
-from pipeline.bench.research import section_research
-from pipeline.bench.runner import load_results
-from pipeline.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
 
 Table = dict[tuple[str, str], Summary]
 DECISIONS = [("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"), ("Rare-F1", "overall/rare_f1"),
@@ -71,7 +71,7 @@ def _present(table: Table, experiment: str) -> tuple[list[str], list[str]]:
 
 
 def resolve_row(name: str) -> str:
-    from pipeline.bench.methods import resolve
+    from cdgt.pipeline.bench.methods import resolve
 
     return resolve(name).name
 
@@ -280,7 +280,7 @@ def section_missing(table: Table) -> list[str]:
 
 def _label(result: dict[str, Any]) -> str:
     """The row's description as the code describes it now (a result file keeps the label it ran with)."""
-    from pipeline.bench.methods import resolve
+    from cdgt.pipeline.bench.methods import resolve
 
     row = result["method"].get("row", result["method"]["name"])
     try:

@@ -56,9 +56,9 @@ def bench_model(model_dir: str | Path, requests: int = 300, batch: int = 64, bat
     """Latency at batch 1 (`requests` calls) and throughput at `batch` (`batches` calls) of `predict`."""
     import tensorflow as tf
 
-    from serving.export import read_metadata
-    from serving.layout import resolve_saved_model
-    from serving.requests import encode_inputs, input_kind
+    from cdgt.serving.export import read_metadata
+    from cdgt.serving.layout import resolve_saved_model
+    from cdgt.serving.requests import encode_inputs, input_kind
 
     path = resolve_saved_model(model_dir)
     started = time.perf_counter()
@@ -96,7 +96,7 @@ def _ms(seconds: float) -> float:
 
 def machine() -> dict[str, Any]:
     """CPU, cores, RAM, platform and the TensorFlow version the figures were measured with."""
-    from pipeline.bench.environment import environment
+    from cdgt.pipeline.bench.environment import environment
 
     env = environment()
     return {**env["machine"], "tensorflow": env["packages"].get("tensorflow"), "python": env["python"],

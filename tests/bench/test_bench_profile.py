@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.cli import main
+from cdgt.pipeline.cli import main
 
 
 def test_profile_prints_both_roads_and_writes_json(tmp_path, capsys):

@@ -159,8 +159,8 @@ def test_default_preset_is_the_shipped_recommendation():
 def test_command_line_preset_precedence(tmp_path):
     import argparse
 
+    from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
     from cdgt_keras.config import DEFAULT_PRESET
-    from pipeline.train_cmd import add_config_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)

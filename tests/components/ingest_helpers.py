@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from components.example_gen import BuildOptions, build
-from components.formats.sources import make_source
+from cdgt.components.example_gen import BuildOptions, build
+from cdgt.components.formats.sources import make_source
 
 IN_MEMORY = ["--direct_running_mode=in_memory"]
 

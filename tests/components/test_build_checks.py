@@ -11,12 +11,12 @@ import lz4.frame
 import pytest
 from ingest_helpers import read_json, run_build, write_xmc
 
-from components import example_gen
-from components.formats import arff, csv_format, xmc
-from components.formats.errors import RecordError, SourceError, find_error_message
-from components.formats.sources import make_source
-from components.label_stats import write_json
-from pipeline.cli import main
+from cdgt.components import example_gen
+from cdgt.components.formats import arff, csv_format, xmc
+from cdgt.components.formats.errors import RecordError, SourceError, find_error_message
+from cdgt.components.formats.sources import make_source
+from cdgt.components.label_stats import write_json
+from cdgt.pipeline.cli import main
 
 XML = '<labels><label name="lab_a"/><label name="lab_b"/></labels>'
 HEAD = ("@relation r\n@attribute f1 numeric\n@attribute {f2} numeric\n@attribute lab_a {{0,1}}\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ingest_helpers import write_xmc
 
-from components import build_progress
-from pipeline.cli import main
+from cdgt.components import build_progress
+from cdgt.pipeline.cli import main
 
 
 class _Clock:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from ingest_helpers import read_json, read_split, run_build, write_xmc
 
-from components.formats.splits import catalogue_split
-from components.label_stats import compute_label_stats
+from cdgt.components.formats.splits import catalogue_split
+from cdgt.components.label_stats import compute_label_stats
 
 XML = (
     '<labels xmlns="http://mulan.sourceforge.net/labels"><label name="A"/><label name="B"/>'

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ingest_helpers import read_json, write_xmc
 
-from pipeline.cli import main
+from cdgt.pipeline.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_registering_the_commands_imports_nothing_heavy():
     code = (
         "import argparse, sys\n"
-        "import pipeline.data_cmd as d\n"
+        "import cdgt.pipeline.data_cmd as d\n"
         "p = argparse.ArgumentParser(); d.register(p.add_subparsers())\n"
         "a = p.parse_args(['data', 'build', 'x', '--format', 'arff', '--out', 'o'])\n"
         "assert callable(a.func)\n"
@@ -93,7 +93,7 @@ def test_bad_input_exits_1_naming_file_and_line(tmp_path: Path, capsys):
 def test_record_errors_print_no_beam_traceback(tmp_path: Path):
     write_xmc(tmp_path / "train.txt", "2 5 6", ["0 0:1", "9 0:1"])
     write_xmc(tmp_path / "test.txt", "1 5 6", ["0 0:1"])
-    command = [sys.executable, "-m", "pipeline.cli", "data", "build", str(tmp_path), "--format", "xmc",
+    command = [sys.executable, "-m", "cdgt.pipeline.cli", "data", "build", str(tmp_path), "--format", "xmc",
                "--out", str(tmp_path / "out")]
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 1

@@ -9,11 +9,11 @@ from pathlib import Path
 import lz4.frame
 import pytest
 
-from components.formats import arff, csv_format, debian, xmc
-from components.formats.errors import RecordError, SourceError, find_record_message
-from components.formats.record import Record, labels_of_tf_example, to_tf_example
-from components.formats.splits import carve_validation, catalogue_split, split_hint, unit_hash
-from components.formats.textio import numbered_lines
+from cdgt.components.formats import arff, csv_format, debian, xmc
+from cdgt.components.formats.errors import RecordError, SourceError, find_record_message
+from cdgt.components.formats.record import Record, labels_of_tf_example, to_tf_example
+from cdgt.components.formats.splits import carve_validation, catalogue_split, split_hint, unit_hash
+from cdgt.components.formats.textio import numbered_lines
 
 XML = (
     '<?xml version="1.0"?><labels xmlns="http://mulan.sourceforge.net/labels">'

@@ -107,7 +107,7 @@ def test_deps_counts(built):
 
 
 def test_debian_ids_follow_the_hash_split(built):
-    from components.formats.splits import catalogue_split
+    from cdgt.components.formats.splits import catalogue_split
 
     out, _, _ = built("debtags")
     for split in ("validation", "test"):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cdgt.components.synthetic_source import write_synthetic
 from cdgt_keras.records import read_splits
-from components.synthetic_source import write_synthetic
 
 SHARD = "data-00000-of-00001.tfrecord.gz"
 
@@ -44,8 +44,8 @@ def test_a_truncated_shard_is_named(built: Path):
 
 
 def test_a_changed_shard_of_a_build_fails_its_sha256(tmp_path: Path):
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
+    from cdgt.components.example_gen import BuildOptions, build
+    from cdgt.components.formats.sources import make_source
 
     (tmp_path / "train.txt").write_text("30 3 4\n" + "".join(f"{i % 4} {i % 3}:1\n" for i in range(30)))
     (tmp_path / "test.txt").write_text("2 3 4\n0 0:1\n1 1:1\n")
@@ -60,7 +60,7 @@ def test_a_changed_shard_of_a_build_fails_its_sha256(tmp_path: Path):
 
 
 def test_cdgt_train_on_a_truncated_shard_is_one_line_naming_it(built: Path, tmp_path: Path, capsys):
-    from pipeline.cli import main
+    from cdgt.pipeline.cli import main
 
     path = built / "train" / SHARD
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])

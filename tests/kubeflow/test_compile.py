@@ -17,10 +17,10 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from cdgt.kubeflow.kubeflow_v2_runner import check_image, check_pipeline_root
+from cdgt.kubeflow.parameters import DATA_ROOT, TRAINER_CONFIG, trainer_value
+from cdgt.pipeline.cli import main
 from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig
-from kubeflow.kubeflow_v2_runner import check_image, check_pipeline_root
-from kubeflow.parameters import DATA_ROOT, TRAINER_CONFIG, trainer_value
-from pipeline.cli import main
 
 IMAGE = "ghcr.io/acme/cdgt:0.1.0"
 COMMAND = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
@@ -185,13 +185,13 @@ def test_trainer_value_applies_overrides_and_refuses_compile_time_fields(compile
 
 
 def test_help_does_not_import_tensorflow():
-    code = ("import sys; from pipeline.cli import build_parser; build_parser().format_help(); "
+    code = ("import sys; from cdgt.pipeline.cli import build_parser; build_parser().format_help(); "
             "sys.exit('tensorflow' in sys.modules or 'tfx' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 
 def test_submit_turns_the_package_into_kfp_arguments(compiled, tmp_path):
-    from kubeflow.submit import arguments, load_package, spec_file
+    from cdgt.kubeflow.submit import arguments, load_package, spec_file
 
     package = load_package(compiled["path"])
     defaults = package.defaults
@@ -225,7 +225,7 @@ class _FakeKfp:
 
 
 def test_submit_carries_the_compiled_pipeline_root(compiled, monkeypatch, tmp_path, capsys):
-    import kubeflow.submit as submit
+    import cdgt.kubeflow.submit as submit
 
     fake = _FakeKfp()
     monkeypatch.setattr(submit, "client", lambda host: fake)
@@ -244,7 +244,7 @@ def test_submit_carries_the_compiled_pipeline_root(compiled, monkeypatch, tmp_pa
 
 
 def test_recurring_run_definition_fits_the_compiled_pipeline(compiled):
-    from kubeflow.submit import arguments, load_package
+    from cdgt.kubeflow.submit import arguments, load_package
 
     definition = yaml.safe_load((REPO / "kubeflow" / "recurring-run.yaml").read_text())
     assert len(definition["cron"].split()) == 6  # KFP cron: seconds first
@@ -261,7 +261,7 @@ def test_submit_without_the_kfp_client_says_how_to_install_it(compiled):
         pytest.skip("kfp is installed")
     except ImportError:
         pass
-    from kubeflow.submit import main as submit
+    from cdgt.kubeflow.submit import main as submit
 
     with pytest.raises(SystemExit, match=r"pip install 'cdgt\[kubeflow\]'"):
         submit(["run", "--package", str(compiled["path"])])

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from pipeline.beam_options import MIN_CORES_FOR_PROCESSES, add_beam_arguments, beam_args, beam_pipeline_args
+from cdgt.pipeline.beam_options import MIN_CORES_FOR_PROCESSES, add_beam_arguments, beam_args, beam_pipeline_args
 
 
 def test_default_is_in_memory_on_small_machines_and_all_cores_on_large_ones():

@@ -12,11 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cdgt_keras import CDGTConfig, label_frequencies, synthetic_splits
-from cdgt_keras.labels import head_tail_split
-from cdgt_keras.learning import build_trainable
-from cdgt_keras.metrics import propensities
-from pipeline.callbacks import (
+from cdgt.pipeline.callbacks import (
     REPORT_METRICS,
     CdgtTensorBoard,
     ValidationReport,
@@ -24,6 +20,10 @@ from pipeline.callbacks import (
     log_hparams,
     player_f1_chart,
 )
+from cdgt_keras import CDGTConfig, label_frequencies, synthetic_splits
+from cdgt_keras.labels import head_tail_split
+from cdgt_keras.learning import build_trainable
+from cdgt_keras.metrics import propensities
 
 
 def _tags(run_dir: Path) -> dict[str, set[str]]:

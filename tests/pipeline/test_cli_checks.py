@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cdgt.pipeline.cli import main
 
 
 def _error(capsys) -> str:

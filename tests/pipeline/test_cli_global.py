@@ -10,8 +10,8 @@ import warnings
 
 import pytest
 
-from pipeline import console
-from pipeline.cli import apply_global_options, build_parser, main
+from cdgt.pipeline import console
+from cdgt.pipeline.cli import apply_global_options, build_parser, main
 
 # pipeline/bench_cmd.py and pipeline/bench/ are left out here: their help texts are being rewritten elsewhere
 CHECKED_COMMANDS = (["train"], ["data", "build"], ["data", "stats"], ["run"], ["kubeflow", "compile"], ["export"],

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import write_debian_catalogue
 
-from pipeline.datasets import DATASETS, build_named, known_names, parse_name
+from cdgt.pipeline.datasets import DATASETS, build_named, known_names, parse_name
 
 
 def _manifest(directory: Path) -> dict:
@@ -39,7 +39,7 @@ def _write_targets_catalogue(folder: Path, n: int = 60) -> dict[str, list[str]]:
     returns the targets per split (split by md5 of the package name, as the build does)."""
     import lz4.frame
 
-    from components.formats.splits import catalogue_split
+    from cdgt.components.formats.splits import catalogue_split
 
     folder.mkdir(parents=True)
     stanzas, by_split = [], {"train": [], "validation": [], "test": []}

@@ -12,10 +12,10 @@ import pytest
 import scipy.sparse as sp
 import tensorflow as tf
 
+from cdgt.pipeline.transform_module import TEXT_VOCABULARY, preprocessing_fn
+from cdgt.serving.preprocessing import RawPreprocessing
 from cdgt_keras.featurizer import Featurizer
 from cdgt_keras.text import TextOptions
-from pipeline.transform_module import TEXT_VOCABULARY, preprocessing_fn
-from serving.preprocessing import RawPreprocessing
 
 TRAIN = [
     "A console text editor for C++ and Python3 programmers.",

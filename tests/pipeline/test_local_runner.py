@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline import local_runner
-from pipeline.local_runner import component_progress
+from cdgt.pipeline import local_runner
+from cdgt.pipeline.local_runner import component_progress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_a_long_running_component_says_it_is_still_running(monkeypatch):
 def test_tensorflow_shutdown_noise_is_dropped_and_other_exceptions_kept():
     """Objects deleted at interpreter exit: AtomicFunction's __del__ failure is not printed, another one is."""
     script = textwrap.dedent("""
-        from pipeline.local_runner import quiet_teardown
+        from cdgt.pipeline.local_runner import quiet_teardown
 
         class AtomicFunction:
             def __del__(self):

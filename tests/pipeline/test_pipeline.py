@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.cli import main
-from pipeline.local_runner import run_summary, validation_failures
+from cdgt.pipeline.cli import main
+from cdgt.pipeline.local_runner import run_summary, validation_failures
 
 NAME = "cdgt-synthetic"
 # Small and quick to learn: about 25 s of training on 2 cores.
@@ -119,7 +119,7 @@ def test_pipeline_killed_mid_training_resumes_to_the_same_model(first, tmp_path)
     import time
 
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "pipeline.cli", "run", "--output", str(out), *CONFIG]
+    command = [sys.executable, "-m", "cdgt.pipeline.cli", "run", "--output", str(out), *CONFIG]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300

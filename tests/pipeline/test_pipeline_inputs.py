@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.formats.record import Record, to_tf_example
-from pipeline.cli import main
-from pipeline.local_runner import run_summary
+from cdgt.components.formats.record import Record, to_tf_example
+from cdgt.pipeline.cli import main
+from cdgt.pipeline.local_runner import run_summary
 
 QUICK = ["--set", "epochs=4", "--set", "learning_rate=0.005", "--set", "batch_size=64", "--set", "encoder_hidden=32",
          "--set", "head_hidden=16", "--set", "vocabulary_size=200"]

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from components.schema import infer_curated_schema, kept_schema_path, read_schema, write_schema
-from pipeline.cli import main
-from pipeline.datasets import build_named
-from pipeline.local_runner import run_summary
+from cdgt.components.schema import infer_curated_schema, kept_schema_path, read_schema, write_schema
+from cdgt.pipeline.cli import main
+from cdgt.pipeline.datasets import build_named
+from cdgt.pipeline.local_runner import run_summary
 
 CONFIG = ["--set", "epochs=1", "--set", "encoder_hidden=16", "--set", "head_hidden=8"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from components.shard_check import ShardMismatch, check_shards
-from pipeline.cli import main
-from pipeline.local_runner import run_summary
+from cdgt.components.shard_check import ShardMismatch, check_shards
+from cdgt.pipeline.cli import main
+from cdgt.pipeline.local_runner import run_summary
 
 CONFIG = ["--set", "epochs=1", "--set", "encoder_hidden=16", "--set", "head_hidden=8"]
 
@@ -23,8 +23,8 @@ CONFIG = ["--set", "epochs=1", "--set", "encoder_hidden=16", "--set", "head_hidd
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A tiny `cdgt data build` output (XMC, 60 + 10 examples), whose manifest records every shard's sha256."""
-    from components.example_gen import BuildOptions, build
-    from components.formats.sources import make_source
+    from cdgt.components.example_gen import BuildOptions, build
+    from cdgt.components.formats.sources import make_source
 
     tmp = tmp_path_factory.mktemp("source")
     (tmp / "train.txt").write_text("60 3 4\n" + "".join(f"{i % 4} {i % 3}:1\n" for i in range(60)))

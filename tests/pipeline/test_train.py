@@ -10,12 +10,12 @@ import keras
 import numpy as np
 import pytest
 
+from cdgt.pipeline.cli import main
+from cdgt.pipeline.train import load_embedded
 from cdgt_keras import metrics as M
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.evaluation import predict_probs
 from cdgt_keras.thresholds import apply_thresholds
-from pipeline.cli import main
-from pipeline.train import load_embedded
 
 KEYS = ["micro_f1", "macro_f1", "rare_f1", "map", "hamming_loss", "p_at_1", "p_at_3", "p_at_5",
         "ndcg_at_1", "ndcg_at_3", "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5"]
@@ -58,7 +58,7 @@ def test_reloaded_model_reproduces_the_reported_metrics(run_dir):
 
 
 def test_help_does_not_import_tensorflow():
-    code = ("import sys\nfrom pipeline.cli import main\n"
+    code = ("import sys\nfrom cdgt.pipeline.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TF imported by --help'\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -141,8 +141,8 @@ def test_metrics_count_labels_without_a_training_positive(run_dir, tmp_path):
     """Issue 16 item 6, the metrics half: how many labels the model could not learn at all."""
     import scipy.sparse as sp
 
+    from cdgt.pipeline.train import run_training
     from cdgt_keras.data import MultiLabelData
-    from pipeline.train import run_training
 
     assert json.loads((run_dir / "metrics.json").read_text())["num_labels_without_train_positive"] == 0
     splits = load_embedded("synthetic")

@@ -15,8 +15,8 @@ import keras
 import numpy as np
 import pytest
 
-import pipeline.train as train
-from pipeline.cli import main
+import cdgt.pipeline.train as train
+from cdgt.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 # Two shuffled passes an epoch (min_steps_per_epoch), dropout and early stopping: every piece of state resumes.
@@ -61,7 +61,7 @@ def killed(tmp_path_factory) -> Path:
 
 def _cdgt(*args: str) -> subprocess.CompletedProcess:
     """`cdgt ARGS` in a fresh process, as a rerun after a kill is."""
-    code = f"import sys\nfrom pipeline.cli import main\nsys.exit(main({list(args)!r}))\n"
+    code = f"import sys\nfrom cdgt.pipeline.cli import main\nsys.exit(main({list(args)!r}))\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
@@ -108,7 +108,7 @@ def test_a_resumed_run_ends_exactly_as_an_uninterrupted_one(uninterrupted, kille
 def test_a_sigkilled_run_resumes_to_the_same_metrics(uninterrupted, tmp_path):
     """The issue's case: `kill -9` mid-training (possibly mid-checkpoint), then the same command with --resume."""
     out = tmp_path / "sigkilled"
-    command = [sys.executable, "-m", "pipeline.cli", "train", "--output", str(out), *ARGS]
+    command = [sys.executable, "-m", "cdgt.pipeline.cli", "train", "--output", str(out), *ARGS]
     proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state, deadline = out / "checkpoint" / "state.json", time.monotonic() + 300

@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pipeline.trainer_module import quiet_exhausted_input
+from cdgt.pipeline.trainer_module import quiet_exhausted_input
 
 
 def _unknown_cardinality(n: int) -> tf.data.Dataset:
@@ -37,7 +37,7 @@ def test_the_false_exhausted_input_warning_is_dropped_and_only_it():
 def test_an_epoch_of_a_small_split_spans_several_shuffled_passes(tmp_path):
     """min_steps_per_epoch on the TFX path: each epoch is exactly `steps` batches made of whole shuffled passes,
     and a resumed run (start epoch 1) sees the batches an uninterrupted run sees from epoch 1 on."""
-    from pipeline.trainer_module import train_dataset
+    from cdgt.pipeline.trainer_module import train_dataset
 
     path = str(tmp_path / "train.tfrecord.gz")
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:

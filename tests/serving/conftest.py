@@ -50,8 +50,8 @@ def _model(width: int) -> Any:
 def _export(tmp_path_factory, kind: str, inputs: Any, model_input: Any, width: int, featurizer: Any = None) -> Export:
     import keras
 
+    from cdgt.serving.export import export_keras_model
     from cdgt_keras.inputs import to_sparse_tensor
-    from serving.export import export_keras_model
 
     keras.utils.set_random_seed(0)
     model = _model(width)

@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 from fake_model_server import FakeModelServer
 
-from serving.client import GrpcClient, RestClient, ServingError, query
-from serving.requests import RequestError, answers, encode_inputs
+from cdgt.serving.client import GrpcClient, RestClient, ServingError, query
+from cdgt.serving.requests import RequestError, answers, encode_inputs
 
 NARROW = [{"feature_ids": [3], "feature_values": [1.0]}, {"feature_ids": [0], "feature_values": [0.5]}]
 WIDE = [{"feature_ids": [1, 4, 7, 11], "feature_values": [0.2, 0.4, 0.6, 0.8]}]
@@ -92,7 +92,7 @@ def test_a_row_wider_than_the_request_width_is_refused_before_sending(server, cl
 
 
 def test_query_command_names_the_signature_and_pads_sparse_rows(server, capsys):
-    from pipeline.cli import main
+    from cdgt.pipeline.cli import main
 
     lines = [json.dumps(item) for item in NARROW]
     assert main(["query", "--rest", server.rest_url, "--model", "sp", "--jsonl", *lines]) == 0

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.serving import bench_model, synthetic_inputs
-from pipeline.cli import main
+from cdgt.pipeline.bench.serving import bench_model, synthetic_inputs
+from cdgt.pipeline.cli import main
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse", "text"])

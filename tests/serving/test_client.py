@@ -16,9 +16,9 @@ import pytest
 import tensorflow as tf
 from fake_model_server import FakeModelServer
 
-from pipeline.cli import main
-from serving.client import GrpcClient, RestClient, ServingError, query
-from serving.requests import RequestError, answers, encode_inputs
+from cdgt.pipeline.cli import main
+from cdgt.serving.client import GrpcClient, RestClient, ServingError, query
+from cdgt.serving.requests import RequestError, answers, encode_inputs
 
 MAX_BATCH = 4
 
@@ -59,7 +59,7 @@ def test_answers_over_the_wire_equal_the_in_process_answers(client_for, text_exp
 
 def test_grpc_asks_only_for_the_outputs_the_answers_read(server, dense_export):
     """At large L the `predict` signature's dense scores and decisions are [batch, L]: gRPC leaves them out."""
-    from serving.requests import OUTPUTS, encode_inputs
+    from cdgt.serving.requests import OUTPUTS, encode_inputs
 
     client = GrpcClient(server.grpc_target, "vec")
     batch = encode_inputs("dense", dense_export.inputs.tolist()[:2])

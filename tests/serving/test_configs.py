@@ -41,7 +41,7 @@ def test_models_config_is_a_model_server_config_with_versioned_base_paths():
 
 
 def test_batching_parameters_are_known_fields_and_match_the_client_batch():
-    from pipeline.cli import build_parser
+    from cdgt.pipeline.cli import build_parser
 
     params = batching()
     assert set(params) <= BATCHING_FIELDS

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import tensorflow as tf
 
-from serving.export import CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
+from cdgt.serving.export import CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
 
 KINDS = ("dense", "sparse", "text")
 
@@ -127,7 +127,7 @@ def test_the_signature_rejects_wrong_dtype_shape_and_name(dense_export, inputs, 
 
 
 def test_export_command_writes_the_next_version_of_a_train_run(text_export, tmp_path):
-    from pipeline.cli import main
+    from cdgt.pipeline.cli import main
 
     run = tmp_path / "run"
     run.mkdir()
@@ -146,7 +146,7 @@ def test_export_command_writes_the_next_version_of_a_train_run(text_export, tmp_
 
 
 def test_export_of_an_incomplete_run_names_what_is_missing(tmp_path, capsys):
-    from pipeline.cli import main
+    from cdgt.pipeline.cli import main
 
     (tmp_path / "model.keras").write_text("")
     assert main(["export", str(tmp_path), "--output", str(tmp_path / "m"), "--name", "x"]) == 1
@@ -156,8 +156,8 @@ def test_export_of_an_incomplete_run_names_what_is_missing(tmp_path, capsys):
 def test_export_command_copies_a_pipeline_runs_pushed_model(dense_export, tmp_path):
     import shutil
 
-    from pipeline.cli import main
-    from serving.layout import resolve_saved_model
+    from cdgt.pipeline.cli import main
+    from cdgt.serving.layout import resolve_saved_model
 
     run = tmp_path / "pipeline-run"
     for version in ("1700000000", "1700000500"):  # the Pusher's versions are timestamps; the newest wins

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.cli import main
-from serving.client import RestClient, ServingError, query
-from serving.requests import RequestError, answers, encode_inputs, format_json
+from cdgt.pipeline.cli import main
+from cdgt.serving.client import RestClient, ServingError, query
+from cdgt.serving.requests import RequestError, answers, encode_inputs, format_json
 
 
 def _last_error(capsys) -> str:

@@ -16,7 +16,7 @@ def large_export(tmp_path_factory):
     thresholds high enough that a row decides a handful of labels."""
     import keras
 
-    from serving.export import export_keras_model
+    from cdgt.serving.export import export_keras_model
 
     keras.utils.set_random_seed(0)
     inputs = keras.Input((WIDTH,))

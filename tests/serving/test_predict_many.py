@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from cdgt.pipeline.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_json_and_jsonl_are_exclusive(text_export, capsys):
 
 def test_predict_prints_no_tensorflow_start_up_noise(text_export):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "predict", text_export.path, "a text editor"],
+    result = subprocess.run([sys.executable, "-m", "cdgt.pipeline.cli", "predict", text_export.path, "a text editor"],
                             capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr == ""  # no CUDA plugin registration errors, oneDNN or Python-version notices
