@@ -27,7 +27,7 @@ from typing import Any
 
 NAMESPACE = "cdgt.build"
 EVERY_SECONDS = 10.0
-QUIET_ENV = "CDGT_QUIET"  # pipeline.console sets it for `cdgt -q`; worker processes inherit it
+QUIET_ENV = "CDGT_QUIET"  # pipeline/cli/console.py sets it for `cdgt -q`; worker processes inherit it
 _SEP = "/"
 
 Key = tuple[str, str]  # (stage, what): ("Read", "records"), ("Read", "rejected"), ("Write", "train"), ...

@@ -7,7 +7,7 @@ runs (on Kubeflow the data is rebuilt and uploaded at run time, so nothing can b
 split, the shard list, the record count and, for a local data root, each shard's sha256 against manifest.json.
 It takes ImportExampleGen's output as its input, so it runs again whenever ExampleGen read changed files, and
 pipeline/pipeline.py makes Transform and LabelStatsGen wait for it: nothing trains on data that fails it.
-`cdgt run` prints the reason in one line (pipeline/run_cmd.py).
+`cdgt run` prints the reason in one line (pipeline/cli/run.py).
 
 Example (inside a pipeline):
     >>> check = ShardCheck(examples=gen.outputs["examples"], data_root="data/yeast")   # doctest: +SKIP

@@ -171,7 +171,7 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
 
 def _start_or_check_run(ckpt: Path, splits: dict[str, MultiLabelData], resume: bool) -> None:
     """A new run records its data's fingerprint next to its checkpoint; a resumed one must train on the same data
-    (the config is checked before the data loads, in train_cmd)."""
+    (the config is checked before the data loads, in pipeline/cli/train.py)."""
     from cdgt.pipeline.resume import data_fingerprint
 
     key, path = data_fingerprint(splits), ckpt / RUN_FILE

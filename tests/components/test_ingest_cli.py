@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_registering_the_commands_imports_nothing_heavy():
     code = (
         "import argparse, sys\n"
-        "import cdgt.pipeline.data_cmd as d\n"
+        "import cdgt.pipeline.cli.data as d\n"
         "p = argparse.ArgumentParser(); d.register(p.add_subparsers())\n"
         "a = p.parse_args(['data', 'build', 'x', '--format', 'arff', '--out', 'o'])\n"
         "assert callable(a.func)\n"

@@ -19,8 +19,8 @@ from typing import Any
 from cdgt.kubeflow.parameters import TRAINER_ID
 from cdgt.kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
 from cdgt.pipeline.blessing import add_blessing_arguments
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
-from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
 
@@ -86,8 +86,6 @@ def local_data(args: argparse.Namespace) -> tuple[str, Path]:
     """(data set name, local built directory): --data as given, or --dataset built under --work on first use."""
     if args.data:
         return args.data.name, args.data.resolve()
-    from cdgt.pipeline.run_cmd import ensure_data
-
     work = (args.work or Path("runs") / f"kubeflow-{args.dataset}").resolve()
     return args.dataset, ensure_data(args.dataset, work)
 

@@ -10,10 +10,9 @@ import warnings
 
 import pytest
 
-from cdgt.pipeline import console
-from cdgt.pipeline.cli import apply_global_options, build_parser, main
+from cdgt.pipeline.cli import apply_global_options, build_parser, console, main
 
-# pipeline/bench_cmd.py and pipeline/bench/ are left out here: their help texts are being rewritten elsewhere
+# pipeline/cli/bench.py and pipeline/bench/ are left out here: their help texts are being rewritten elsewhere
 CHECKED_COMMANDS = (["train"], ["data", "build"], ["data", "stats"], ["run"], ["kubeflow", "compile"], ["export"],
                     ["predict"], ["query"], ["bench", "quality"], ["bench", "thresholds"], ["bench", "serving"],
                     ["bench", "profile"], ["bench", "features"])

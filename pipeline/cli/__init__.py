@@ -1,5 +1,9 @@
 """The `cdgt` command. Sub-commands register themselves; none imports TensorFlow until it runs.
 
+One module a verb (train, data, run, bench, kubeflow, serve: `register(subparsers)` and the command); options.py
+holds what several verbs share (the config options, the named data sets' build), checks.py the path checks every
+command runs first, console.py what the command shows. `python -m cdgt.pipeline.cli` is `cdgt`.
+
 Example:
     cdgt --version
     cdgt -q train --dataset synthetic --output runs/demo
@@ -13,8 +17,8 @@ import sys
 from collections.abc import Sequence
 
 # Each module here exposes `register(subparsers)` and must import nothing heavy at module level.
-_COMMAND_MODULES = ("cdgt.pipeline.train_cmd", "cdgt.pipeline.data_cmd", "cdgt.pipeline.run_cmd",
-                    "cdgt.pipeline.bench_cmd", "cdgt.pipeline.kubeflow_cmd", "cdgt.pipeline.serve_cmd")
+_COMMAND_MODULES = ("cdgt.pipeline.cli.train", "cdgt.pipeline.cli.data", "cdgt.pipeline.cli.run",
+                    "cdgt.pipeline.cli.bench", "cdgt.pipeline.cli.kubeflow", "cdgt.pipeline.cli.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +54,8 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_global_options(args: argparse.Namespace) -> None:
-    """Set up the console (pipeline.console) and pass -v / -q to the commands that have their own."""
-    from cdgt.pipeline.console import configure
+    """Set up the console (console.py) and pass -v / -q to the commands that have their own."""
+    from cdgt.pipeline.cli.console import configure
 
     configure(args.verbosity, args.global_quiet)
     if args.verbosity and hasattr(args, "verbose"):
@@ -69,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        from cdgt.pipeline.cli_checks import check_path_options
+        from cdgt.pipeline.cli.checks import check_path_options
 
         check_path_options(args)
         return int(args.func(args) or 0)
@@ -80,6 +84,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cdgt {args.command}: error: {err}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import EMBEDDED, add_source_arguments
 from cdgt.pipeline.train import CHECKPOINT_DIR
 
@@ -24,37 +25,6 @@ examples:
   cdgt train --data data/debtags --config my.yaml --output runs/debtags
   cdgt train --data data/debtags --config my.yaml --output runs/debtags --resume    # after a kill
 """
-
-
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """--config FILE and --set key=value (repeatable): the one road into CDGTConfig."""
-    parser.add_argument("--config", metavar="FILE", type=Path,
-                        help="YAML or JSON file of config fields (may name its own `preset: paper`)")
-    from cdgt_keras.config import DEFAULT_PRESET, PRESETS
-
-    parser.add_argument("--preset", metavar="NAME", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: {DEFAULT_PRESET}, "
-                             "what the benchmarks ship; `paper` is the paper's literal method)")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
-                        help="override one config field, e.g. --set alpha=0.3 --set head_hidden=256,128")
-
-
-def config_from_args(args: argparse.Namespace):
-    """CDGTConfig from a preset, --config and --set, applied in that order.
-
-    The preset is --preset when given, else the config file's own `preset:`, else DEFAULT_PRESET; every field
-    the file names overrides the preset, and --set overrides both.
-    """
-    from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig, read_config_file
-
-    data = read_config_file(args.config) if args.config else {}
-    named = data.pop("preset", None) or data.pop("preset_name", None)
-    preset = named if named and args.preset == DEFAULT_PRESET else args.preset
-    try:
-        config = CDGTConfig.from_dict({**data, "preset": preset})
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{args.config}: {err}" if args.config else str(err)) from None
-    return config.with_overrides(args.overrides)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,8 +89,6 @@ def run(args: argparse.Namespace) -> int:
 
     data_dir = args.data
     if data_dir is None and args.dataset not in EMBEDDED:
-        from cdgt.pipeline.run_cmd import ensure_data
-
         data_dir = ensure_data(args.dataset, Path("runs"))
     splits, featurizer = load_features(data_dir, args.dataset, config)
     print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(

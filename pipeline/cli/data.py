@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
-from cdgt.pipeline.console import progress
+from cdgt.pipeline.cli.console import progress
 
 _SOURCE_HELP = """\
 SOURCE is one or more folders or files. A data file's split comes from its name: it must contain

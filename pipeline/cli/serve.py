@@ -186,7 +186,7 @@ def _input_width(path: Path) -> int | None:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    from cdgt.pipeline.console import progress
+    from cdgt.pipeline.cli.console import progress
     from cdgt.serving.client import GrpcClient, RestClient, ServingError, query
     from cdgt.serving.requests import RequestError, input_kind, parse_line
 

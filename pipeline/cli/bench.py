@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args
 
 HELP = """\
 Run named experiment grids, one JSON per (data set, method, seed) in OUTPUT/results/ (a run whose JSON exists is

@@ -18,9 +18,9 @@ from typing import Any
 
 from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
 from cdgt.pipeline.blessing import add_blessing_arguments
-from cdgt.pipeline.console import progress
+from cdgt.pipeline.cli.console import progress
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
-from cdgt.pipeline.train_cmd import add_config_arguments, config_from_args
 
 HELP = """\
 Run the TFX pipeline: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform ->
@@ -61,13 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _log(message: str) -> None:
     progress("run", message, sys.stdout)
-
-
-def ensure_data(dataset: str, out: Path, beam: list[str] | None = None) -> Path:
-    """The built data directory for `dataset` under `out/data/`, building it on first use (pipeline.datasets)."""
-    from cdgt.pipeline.datasets import build_named
-
-    return build_named(dataset, out / "data", beam, log=_log)
 
 
 def run(args: argparse.Namespace) -> int:

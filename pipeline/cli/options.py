@@ -1,0 +1,60 @@
+"""What several verbs share: the config options (`cdgt train`, `run`, `kubeflow compile`, `bench`) and the named
+data sets' build on first use (`cdgt train`, `run`, `kubeflow compile`).
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser()
+    >>> add_config_arguments(parser)
+    >>> config_from_args(parser.parse_args(["--preset", "paper", "--set", "alpha=0.3"])).alpha
+    0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cdgt.pipeline.cli.console import progress
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """--config FILE and --set key=value (repeatable): the one road into CDGTConfig."""
+    parser.add_argument("--config", metavar="FILE", type=Path,
+                        help="YAML or JSON file of config fields (may name its own `preset: paper`)")
+    from cdgt_keras.config import DEFAULT_PRESET, PRESETS
+
+    parser.add_argument("--preset", metavar="NAME", default=DEFAULT_PRESET, choices=sorted(PRESETS),
+                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: {DEFAULT_PRESET}, "
+                             "what the benchmarks ship; `paper` is the paper's literal method)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                        help="override one config field, e.g. --set alpha=0.3 --set head_hidden=256,128")
+
+
+def config_from_args(args: argparse.Namespace):
+    """CDGTConfig from a preset, --config and --set, applied in that order.
+
+    The preset is --preset when given, else the config file's own `preset:`, else DEFAULT_PRESET; every field
+    the file names overrides the preset, and --set overrides both.
+    """
+    from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig, read_config_file
+
+    data = read_config_file(args.config) if args.config else {}
+    named = data.pop("preset", None) or data.pop("preset_name", None)
+    preset = named if named and args.preset == DEFAULT_PRESET else args.preset
+    try:
+        config = CDGTConfig.from_dict({**data, "preset": preset})
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{args.config}: {err}" if args.config else str(err)) from None
+    return config.with_overrides(args.overrides)
+
+
+def _log(message: str) -> None:
+    progress("run", message, sys.stdout)
+
+
+def ensure_data(dataset: str, out: Path, beam: list[str] | None = None) -> Path:
+    """The built data directory for `dataset` under `out/data/`, building it on first use (pipeline.datasets)."""
+    from cdgt.pipeline.datasets import build_named
+
+    return build_named(dataset, out / "data", beam, log=_log)
