@@ -66,7 +66,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     """Build, compile and fit CDGTModel (cdgt_keras.learning: learning-rate schedule, validation ranking metrics,
     early stopping with best weights); returns (model, history, train seconds of this attempt).
 
-    The one place that trains in memory; `run_training` and the benchmarks (pipeline/bench) both call it. Epoch e
+    The one place that trains in memory; `run_training` and the benchmarks (bench/) both call it. Epoch e
     is shuffled by (seed, e) alone (pipeline/resume.py). With `checkpoint_dir` the full training state is saved
     there at every epoch end (pipeline/checkpoint.py); `resume` continues from it, and the run then ends exactly
     as an uninterrupted one. `history.history` covers every epoch of the run, resumed ones too.

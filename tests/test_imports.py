@@ -8,7 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # repository folder -> its import name (pyproject.toml's package-dir)
 PACKAGES = {"cdgt_keras": "cdgt_keras", "pipeline": "cdgt.pipeline", "components": "cdgt.components",
-            "serving": "cdgt.serving", "kubeflow": "cdgt.kubeflow"}
+            "serving": "cdgt.serving", "kubeflow": "cdgt.kubeflow", "bench": "cdgt.bench"}
 # names that would resolve only with the repository on sys.path (and shadow PyPI / Kubeflow SDK packages)
 UNINSTALLED = {folder for folder, name in PACKAGES.items() if name != folder}
 STUB_SDK = "kubeflow.training"  # test_packaging.py's stand-in for a Kubeflow SDK installed beside cdgt

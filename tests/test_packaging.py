@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # repository folder -> the name it is installed under
 INSTALLED_AS = {"cdgt_keras": "cdgt_keras", "pipeline": "cdgt/pipeline", "components": "cdgt/components",
-                "serving": "cdgt/serving", "kubeflow": "cdgt/kubeflow"}
+                "serving": "cdgt/serving", "kubeflow": "cdgt/kubeflow", "bench": "cdgt/bench"}
 
 
 def _python(code: str, cwd: Path, path: list[Path]) -> subprocess.CompletedProcess:
@@ -60,8 +60,15 @@ def _source_copy(target: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, target / name)
     for folder in INSTALLED_AS:
-        shutil.copytree(REPO / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(REPO / folder, target / folder, ignore=_code_only)
     return target
+
+
+def _code_only(directory: str, names: list[str]) -> list[str]:
+    """What the copy leaves out: caches, and bench/'s results, report and plots (only its modules install)."""
+    if Path(directory) == REPO / "bench":
+        return [n for n in names if not n.endswith(".py")]
+    return [n for n in names if n == "__pycache__" or n.endswith(".pyc")]
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ examples:
 
 
 def _help() -> str:
-    from cdgt.pipeline.bench.experiments import EXPERIMENTS, PROFILES
+    from cdgt.bench.experiments import EXPERIMENTS, PROFILES
 
     exps = "\n".join(f"  {n:18s} {e.title}: {e.what} [{', '.join(e.datasets)}; {e.seeds} seeds]"
                      for n, e in EXPERIMENTS.items())
@@ -135,8 +135,8 @@ examples:
 
 
 def run_thresholds(args: argparse.Namespace) -> int:
-    from cdgt.pipeline.bench.methods import split_names
-    from cdgt.pipeline.bench.threshold_rules import RULES, parse_rule, run_one, table
+    from cdgt.bench.methods import split_names
+    from cdgt.bench.threshold_rules import RULES, parse_rule, run_one, table
 
     rules = tuple(split_names(args.rules)) if args.rules else RULES
     try:
@@ -158,7 +158,7 @@ def run_thresholds(args: argparse.Namespace) -> int:
 
 
 def run_features(args: argparse.Namespace) -> int:
-    from cdgt.pipeline.bench.features import format_rows, run_grid
+    from cdgt.bench.features import format_rows, run_grid
 
     rows = run_grid(args.dataset, args.peer, args.output)
     print(f"{args.dataset}, {args.peer}, test split (percent):")
@@ -169,8 +169,8 @@ def run_features(args: argparse.Namespace) -> int:
 def run_profile(args: argparse.Namespace) -> int:
     import json
 
-    from cdgt.pipeline.bench.environment import environment
-    from cdgt.pipeline.bench.profile import profile_steps
+    from cdgt.bench.environment import environment
+    from cdgt.bench.profile import profile_steps
 
     config = config_from_args(args)
     rows = profile_steps(args.dataset, config, batches=args.batches)
@@ -191,7 +191,7 @@ def run_profile(args: argparse.Namespace) -> int:
 def run_serving(args: argparse.Namespace) -> int:
     import json
 
-    from cdgt.pipeline.bench.serving import bench_model, format_result, machine
+    from cdgt.bench.serving import bench_model, format_result, machine
 
     box = machine()
     print(f"machine: {box['cpu']}, {box['cores']} cores, {box['ram_gib']} GiB RAM; {box['platform']}; "
@@ -217,8 +217,8 @@ def run_serving(args: argparse.Namespace) -> int:
 
 def plan(args: argparse.Namespace) -> list:
     """The de-duplicated RunSpecs the arguments ask for."""
-    from cdgt.pipeline.bench.experiments import EXPERIMENTS, PROFILES, expand
-    from cdgt.pipeline.bench.methods import split_names
+    from cdgt.bench.experiments import EXPERIMENTS, PROFILES, expand
+    from cdgt.bench.methods import split_names
 
     profile = PROFILES[args.profile]
     names = profile.experiments if not args.experiments else (
@@ -229,7 +229,7 @@ def plan(args: argparse.Namespace) -> list:
     datasets = split_names(args.datasets) if args.datasets else profile.datasets
     methods = split_names(args.methods) if args.methods else profile.methods
     if datasets:
-        from cdgt.pipeline.bench.datasets import parse_name
+        from cdgt.bench.datasets import parse_name
 
         for name in datasets:
             parse_name(name)
@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     results = output / "results"
     failed = 0
     if not args.report_only:
-        from cdgt.pipeline.bench.runner import run as run_one
+        from cdgt.bench.runner import run as run_one
 
         specs = plan(args)
         for i, spec in enumerate(specs, start=1):
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
         if args.dry_run:
             return 0
-    from cdgt.pipeline.bench.report import write_report
+    from cdgt.bench.report import write_report
 
     paths = write_report(output)
     print(f"wrote {', '.join(str(p) for p in paths)}")

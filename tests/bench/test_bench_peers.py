@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from cdgt.pipeline.bench import memory
-from cdgt.pipeline.bench.memory import peak_rss
-from cdgt.pipeline.bench.methods import PEERS, resolve
-from cdgt.pipeline.bench.report import write_report
-from cdgt.pipeline.bench.runner import RunSpec, run
+from cdgt.bench import memory
+from cdgt.bench.memory import peak_rss
+from cdgt.bench.methods import PEERS, resolve
+from cdgt.bench.report import write_report
+from cdgt.bench.runner import RunSpec, run
 
 MIB = 1 << 20
 
@@ -42,8 +42,8 @@ def test_peak_rss_samples_where_the_high_water_mark_cannot_be_reset(tmp_path, mo
 
 
 def test_peer_names_resolve_and_take_no_overrides():
-    from cdgt.pipeline.bench.peers import PEERS as PEER_METHODS
-    from cdgt.pipeline.bench.peers import peer
+    from cdgt.bench.peers import PEERS as PEER_METHODS
+    from cdgt.bench.peers import peer
 
     assert set(PEERS) == set(PEER_METHODS) >= {"omikuji_bonsai", "libmultilabel_tree"}
     assert resolve("omikuji_bonsai").kind == "omikuji_bonsai"
@@ -57,7 +57,7 @@ def test_peer_names_resolve_and_take_no_overrides():
 @pytest.fixture(scope="module")
 def synthetic_runs(tmp_path_factory):
     """Every installed peer and one short run of ours on the embedded synthetic set, in one results folder."""
-    from cdgt.pipeline.bench.peers import available
+    from cdgt.bench.peers import available
 
     output = tmp_path_factory.mktemp("bench")
     specs = [RunSpec("synthetic", resolve(p), 0) for p in PEERS if available(p)]
@@ -105,7 +105,7 @@ def test_curves_from_counts_equal_the_dense_computation():
     import numpy as np
     import scipy.sparse as sp
 
-    from cdgt.pipeline.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
+    from cdgt.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
     from cdgt_keras.metrics import _dense_topk, micro_f1
     from cdgt_keras.thresholds import ThresholdCounts, apply_thresholds
 
@@ -153,7 +153,7 @@ def test_curves_from_counts_equal_the_dense_computation():
 
 
 def test_the_long_tail_table_shows_each_methods_buckets_over_seeds():
-    from cdgt.pipeline.bench.report import long_tail_table
+    from cdgt.bench.report import long_tail_table
 
     def run(method, seed, f1):
         buckets = {"k": 5, "train_count": ["2", "3-4"], "labels": [10, 4], "test_positives": [7, 9],

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cdgt.pipeline.bench.aggregate import aggregate
-from cdgt.pipeline.bench.methods import resolve, split_names
-from cdgt.pipeline.bench.report import write_report
-from cdgt.pipeline.bench.runner import load_results, write_json
-from cdgt.pipeline.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
+from cdgt.bench.aggregate import aggregate
+from cdgt.bench.methods import resolve, split_names
+from cdgt.bench.report import write_report
+from cdgt.bench.runner import load_results, write_json
+from cdgt.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
 from cdgt_keras.config import CDGTConfig
 
 METRICS = ("micro_f1", "macro_f1", "rare_f1", "map", "p_at_1", "p_at_3", "p_at_5", "ndcg_at_1", "ndcg_at_3",
@@ -114,7 +114,7 @@ SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,th
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
-    from cdgt.pipeline.bench.experiments import LEARNER
+    from cdgt.bench.experiments import LEARNER
 
     # the learner grid measured each tail tool under explicit overrides on the preset shipped before (1024 units);
     # the shipped preset is its row with prior biases and 512 units, stopping early on P@5, so its explicit
@@ -142,7 +142,7 @@ def test_results_under_an_older_name_group_with_the_canonical_name(tmp_path):
 
 
 def test_research_criteria():
-    from cdgt.pipeline.bench.research import clears, deltas
+    from cdgt.bench.research import clears, deltas
 
     good = {"overall/rare_f1": 0.02, "overall/macro_f1": 0.01, "overall/psp_at_5": 0.02, "overall/micro_f1": -0.005,
             "overall/p_at_1": 0.0}
@@ -204,7 +204,7 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
 def test_threshold_rules_score_against_sklearn():
     from sklearn.metrics import f1_score
 
-    from cdgt.pipeline.bench.threshold_rules import parse_rule, score_rules
+    from cdgt.bench.threshold_rules import parse_rule, score_rules
     from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
 
     rng = np.random.default_rng(0)
@@ -250,7 +250,7 @@ def _unsorted_csr() -> sp.csr_matrix:
 def test_peer_input_conversion_leaves_the_shared_features_alone():
     """Regression: a float64 conversion copied only `data`; sorting then permuted the caller's `indices` under its
     unsorted values, so every later run of the process trained on scrambled text features."""
-    from cdgt.pipeline.bench.peers import _csr
+    from cdgt.bench.peers import _csr
 
     x = _unsorted_csr()
     before = x.toarray()
@@ -260,7 +260,7 @@ def test_peer_input_conversion_leaves_the_shared_features_alone():
 
 
 def test_cached_bench_data_is_read_only():
-    from cdgt.pipeline.bench.datasets import freeze
+    from cdgt.bench.datasets import freeze
 
     x, labels = _unsorted_csr(), np.eye(2, dtype=np.uint8)
     freeze(x)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cdgt.pipeline.bench.serving import bench_model, synthetic_inputs
+from cdgt.bench.serving import bench_model, synthetic_inputs
 from cdgt.pipeline.cli import main
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cdgt.pipeline.cli import apply_global_options, build_parser, console, main
 
-# pipeline/cli/bench.py and pipeline/bench/ are left out here: their help texts are being rewritten elsewhere
+# pipeline/cli/bench.py and bench/ are left out here: their help texts are being rewritten elsewhere
 CHECKED_COMMANDS = (["train"], ["data", "build"], ["data", "stats"], ["run"], ["kubeflow", "compile"], ["export"],
                     ["predict"], ["query"], ["bench", "quality"], ["bench", "thresholds"], ["bench", "serving"],
                     ["bench", "profile"], ["bench", "features"])

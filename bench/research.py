@@ -16,16 +16,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cdgt.pipeline.bench.aggregate import Summary
-from cdgt.pipeline.bench.experiments import EXPERIMENTS, RESEARCH_BAR, RESEARCH_BAR_FAST
-from cdgt.pipeline.bench.verdicts import md_table, pct
+from cdgt.bench.aggregate import Summary
+from cdgt.bench.experiments import EXPERIMENTS, RESEARCH_BAR, RESEARCH_BAR_FAST
+from cdgt.bench.verdicts import md_table, pct
 
 Table = dict[tuple[str, str], Summary]
 # (name, metric key, the least difference to the bar that passes; fractions)
 CRITERIA = [("Rare-F1", "overall/rare_f1", 0.02), ("Macro-F1", "overall/macro_f1", 0.01),
             ("PSP@5", "overall/psp_at_5", 0.02), ("Micro-F1", "overall/micro_f1", -0.005),
             ("P@1", "overall/p_at_1", -0.005)]
-# Threshold rules every run is scored under (pipeline.bench.runner.THRESHOLD_MODES), from the same probabilities.
+# Threshold rules every run is scored under (cdgt.bench.runner.THRESHOLD_MODES), from the same probabilities.
 RULES = [("per_label", "per_label:"), ("grouped", "grouped:"), ("global", "global:"), ("shrunk", "shrunk:")]
 
 
@@ -36,7 +36,7 @@ def clears(deltas: dict[str, float]) -> bool:
 
 def deltas(table: Table, dataset: str, row: str, prefix: str = "", bar: str = RESEARCH_BAR) -> dict[str, float]:
     """Candidate mean minus bar mean on each criterion (NaN when either is missing)."""
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     a, b = table.get((dataset, row)), table.get((dataset, resolve(bar).name))
     return {key: (a.mean.get(prefix + key, math.nan) - b.mean.get(prefix + key, math.nan)) if a and b else math.nan
@@ -48,13 +48,13 @@ def _signed(x: float) -> str:
 
 
 def _rows(experiment: str) -> list[str]:
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     return [resolve(m).name for m in EXPERIMENTS[experiment].methods]
 
 
 def _name(method: str) -> str:
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     return resolve(method).name
 
@@ -73,7 +73,7 @@ def _value(s: Summary | None, key: str, std: bool = True) -> str:
 
 def _kl(results: list[dict[str, Any]], dataset: str, row: str) -> str:
     """Mean Bernoulli KL between a player and its peers on the overlap labels, head / tail, at the last epoch."""
-    from cdgt.pipeline.bench.aggregate import runs_of
+    from cdgt.bench.aggregate import runs_of
 
     runs = [r for r in runs_of(results, dataset, row) if r.get("history", {}).get("kl_tail")]
     if not runs:

@@ -24,7 +24,7 @@ from typing import Any
 
 from cdgt_keras.config import CDGTConfig, parse_assignments
 
-PEERS = ("omikuji", "omikuji_bonsai", "libmultilabel", "libmultilabel_tree")  # pipeline.bench.peers.PEERS
+PEERS = ("omikuji", "omikuji_bonsai", "libmultilabel", "libmultilabel_tree")  # cdgt.bench.peers.PEERS
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from cdgt.pipeline.datasets import DATASETS, build_named, data_root, parse_name
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 __all__ = ["DATASETS", "BenchData", "build_dataset", "data_root", "load_dataset", "parse_name", "shape_facts"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cdgt.pipeline.bench.features import format_rows
+from cdgt.bench.features import format_rows
 from cdgt_keras.metrics import HEADLINE_METRICS
 
 # The learner grid's columns (display name, key in a run's JSON): the library's headline figures, then cost.

@@ -11,5 +11,6 @@ One concept per module:
     aggregate    mean ± std over seeds
     verdicts     the paper's claims checked against our numbers
     report       bench/REPORT.md from the JSON; plots the PNGs
-Nothing outside pipeline/ imports this package.
+Installed as cdgt.bench, beside what it writes (results/, REPORT.md, plots/); only `cdgt bench` (pipeline/cli/bench.py)
+imports it.
 """

@@ -1,6 +1,6 @@
 """The named experiment grids (the paper's tables re-run, plus extra rows) and the two profiles.
 
-An experiment is a list of data sets and a list of method names (pipeline.bench.methods); runs are shared
+An experiment is a list of data sets and a list of method names (cdgt.bench.methods); runs are shared
 between experiments (the `cdgt` run on bibtex serves `main`, every `sensitivity_*` and `extras`).
 
 Example:
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cdgt.pipeline.bench.methods import PEERS, resolve
-from cdgt.pipeline.bench.runner import RunSpec
+from cdgt.bench.methods import PEERS, resolve
+from cdgt.bench.runner import RunSpec
 
 BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
 SMALL = ("yeast", "emotions", "bibtex", "corel5k")

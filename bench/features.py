@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cdgt.pipeline.bench.verdicts import md_table
+from cdgt.bench.verdicts import md_table
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import HEADLINE_METRICS
 
@@ -35,8 +35,8 @@ KEYS = tuple(HEADLINE_METRICS)
 def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = None) -> dict[str, Any]:
     """Featurize `dataset` under setting `name`, train `peer` (a peer, or a CD-GTMLL method such as `recommended`)
     on it and report the test metrics (thresholds: the method's rule; peers: the shipped preset's)."""
-    from cdgt.pipeline.bench.datasets import REPO, build_dataset, data_root
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.datasets import REPO, build_dataset, data_root
+    from cdgt.bench.methods import resolve
     from cdgt.pipeline.train import load_data
     from cdgt_keras.evaluation import evaluate_probs
     from cdgt_keras.labels import label_frequencies
@@ -61,7 +61,7 @@ def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = Non
 def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tuple[Any, Any, float]:
     """(validation scores, test scores, train seconds) of a peer or of CD-GTMLL under `config`."""
     if method.kind != "cdgt":
-        from cdgt.pipeline.bench.peers import fit_predict
+        from cdgt.bench.peers import fit_predict
 
         out = fit_predict(method.kind, splits)
         return out.validation_scores, out.test_scores, out.train_seconds

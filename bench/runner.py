@@ -4,7 +4,7 @@ A run whose file exists is skipped unless `force`; files are written atomically 
 interrupted benchmark leaves no half-written result. The file holds the config, the data's sha256 (from the
 build manifest), package versions, the machine, every metric of cdgt_keras.metrics.report (overall / head /
 tail), training and inference time, the peak RSS of training, scoring and evaluation (`memory`:
-pipeline.bench.memory, the process's kernel high-water mark reset at the run's start, with the RSS the run started
+cdgt.bench.memory, the process's kernel high-water mark reset at the run's start, with the RSS the run started
 from), and for CD-GTMLL the game's history and the players' specialisation.
 
 Example:
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from cdgt.pipeline.bench.datasets import BenchData, load_dataset
-from cdgt.pipeline.bench.environment import environment
-from cdgt.pipeline.bench.memory import peak_rss
-from cdgt.pipeline.bench.methods import Method, resolve
+from cdgt.bench.datasets import BenchData, load_dataset
+from cdgt.bench.environment import environment
+from cdgt.bench.memory import peak_rss
+from cdgt.bench.methods import Method, resolve
 
 SCHEMA = 1
 MAX_NAME_BYTES = 240  # a result file's name, leaving room for the ".tmp" of the atomic write
@@ -64,7 +64,7 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
     if path.is_file() and not force:
         return "skipped"
     if spec.method.kind != "cdgt":
-        from cdgt.pipeline.bench.peers import available
+        from cdgt.bench.peers import available
 
         if not available(spec.method.kind):
             return "unavailable"
@@ -83,14 +83,14 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
     return "done"
 
 
-RUN_MODULES = {"cdgt": ("keras", "cdgt_keras.model", "cdgt_keras.evaluation", "cdgt.pipeline.bench.measures",
+RUN_MODULES = {"cdgt": ("keras", "cdgt_keras.model", "cdgt_keras.evaluation", "cdgt.bench.measures",
                         "cdgt.pipeline.train")}
 
 
 def _import_libraries(kind: str) -> None:
     """Import what a run of `kind` uses before its memory is measured: the first run of a kind would otherwise
     count the libraries' import (a few hundred MiB for TensorFlow) that every later run finds loaded."""
-    from cdgt.pipeline.bench.peers import peer
+    from cdgt.bench.peers import peer
 
     modules = RUN_MODULES["cdgt"] if kind == "cdgt" else ("cdgt_keras.evaluation", peer(kind).package)
     for module in modules:
@@ -135,7 +135,7 @@ def _epoch_timer():
 def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
-    from cdgt.pipeline.bench.measures import player_probs, specialisation
+    from cdgt.bench.measures import player_probs, specialisation
     from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_chunks
 
@@ -180,7 +180,7 @@ def timed_chunks(chunks: Any) -> tuple[Any, list[float]]:
 
 
 def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
-    from cdgt.pipeline.bench.peers import fit_predict, peer
+    from cdgt.bench.peers import fit_predict, peer
     from cdgt_keras.chunked_eval import matrix_chunks
 
     config = spec.method.config(spec.seed)
@@ -203,7 +203,7 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     """Thresholds tuned on validation (the config's rule and each of THRESHOLD_MODES, from one pass), the SPEC §7
     report on test under each, and the curves, from score chunks (cdgt_keras.chunked_eval: one pass over
     validation, two over test; never an [n, L] matrix beside one chunk)."""
-    from cdgt.pipeline.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
+    from cdgt.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
     from cdgt_keras.chunked_eval import chunked_reports
     from cdgt_keras.evaluation import label_groups
     from cdgt_keras.labels import label_frequencies

@@ -17,7 +17,7 @@ from typing import Any
 
 PACKAGES = ("cdgt", "tensorflow", "keras", "numpy", "scipy", "scikit-learn", "omikuji", "libmultilabel",
             "liblinear-multicore")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _version(name: str) -> str | None:

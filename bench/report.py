@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from cdgt.pipeline.bench import plots
-from cdgt.pipeline.bench.aggregate import Summary, aggregate, runs_of
-from cdgt.pipeline.bench.experiments import EXPERIMENTS, expand
-from cdgt.pipeline.bench.learner_report import LEARNER_COLUMNS, section_learner
-from cdgt.pipeline.bench.methods import PEERS
-from cdgt.pipeline.bench.research import section_research
-from cdgt.pipeline.bench.runner import load_results
-from cdgt.pipeline.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
+from cdgt.bench import plots
+from cdgt.bench.aggregate import Summary, aggregate, runs_of
+from cdgt.bench.experiments import EXPERIMENTS, expand
+from cdgt.bench.learner_report import LEARNER_COLUMNS, section_learner
+from cdgt.bench.methods import PEERS
+from cdgt.bench.research import section_research
+from cdgt.bench.runner import load_results
+from cdgt.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
 from cdgt_keras.metrics import HEADLINE_METRICS
 
 Table = dict[tuple[str, str], Summary]
@@ -29,7 +29,7 @@ DECISIONS = [("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"),
              ("head F1", "head/micro_f1"), ("tail macro-F1", "tail/macro_f1"), ("mAP", "overall/map")]
 RANKING = [(f"{m}@{k}", f"overall/{key}_at_{k}") for m, key in (("P", "p"), ("nDCG", "ndcg"), ("PSP", "psp"))
            for k in (1, 3, 5)]
-PEAK_RSS = ("peak RSS MiB", "memory/peak_rss_mib")  # the run's peak RSS (pipeline.bench.memory)
+PEAK_RSS = ("peak RSS MiB", "memory/peak_rss_mib")  # the run's peak RSS (cdgt.bench.memory)
 COST = [("train s", "timing/train_seconds"), PEAK_RSS, ("infer s", "timing/inference_seconds"),
         ("epochs", "timing/epochs_run")]
 LOWER_IS_BETTER = ("timing/", "memory/")
@@ -71,7 +71,7 @@ def _present(table: Table, experiment: str) -> tuple[list[str], list[str]]:
 
 
 def resolve_row(name: str) -> str:
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     return resolve(name).name
 
@@ -81,7 +81,7 @@ def _seeds(table: Table, datasets: list[str], rows: list[str]) -> int:
 
 
 def long_tail_table(results: list[dict[str, Any]], dataset: str, rows: list[str]) -> list[str]:
-    """Quality by label-frequency bucket (pipeline.bench.measures.frequency_buckets) of each row's runs: per bucket
+    """Quality by label-frequency bucket (cdgt.bench.measures.frequency_buckets) of each row's runs: per bucket
     of training counts, micro-F1 at the row's tuned thresholds / R@5 (the share of the bucket's test positives
     ranked in their example's top 5), percent, mean over seeds (± the std where seeds differ). Rows whose runs
     predate the buckets are left out; no lines when none has them."""
@@ -280,7 +280,7 @@ def section_missing(table: Table) -> list[str]:
 
 def _label(result: dict[str, Any]) -> str:
     """The row's description as the code describes it now (a result file keeps the label it ran with)."""
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     row = result["method"].get("row", result["method"]["name"])
     try:

@@ -96,7 +96,7 @@ def _ms(seconds: float) -> float:
 
 def machine() -> dict[str, Any]:
     """CPU, cores, RAM, platform and the TensorFlow version the figures were measured with."""
-    from cdgt.pipeline.bench.environment import environment
+    from cdgt.bench.environment import environment
 
     env = environment()
     return {**env["machine"], "tensorflow": env["packages"].get("tensorflow"), "python": env["python"],

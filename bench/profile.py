@@ -86,7 +86,7 @@ def profile_road(data: Any, config: CDGTConfig, batches: int, dense: bool) -> di
 
 def profile_steps(dataset: str, config: CDGTConfig, batches: int = 30) -> list[dict[str, Any]]:
     """Both roads on `dataset`: one row each, seconds per batch and what a whole epoch takes."""
-    from cdgt.pipeline.bench.datasets import load_dataset
+    from cdgt.bench.datasets import load_dataset
 
     data = load_dataset(dataset)
     train = data.splits["train"]

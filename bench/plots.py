@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cdgt.pipeline.bench.aggregate import Summary, runs_of
+from cdgt.bench.aggregate import Summary, runs_of
 from cdgt.pipeline.plots import pyplot
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cdgt.pipeline.bench.verdicts import md_table
+from cdgt.bench.verdicts import md_table
 
 RULES = ("per_label:5", "per_label:10", "per_label:20", "global", "grouped:5", "shrunk:5", "shrunk:10", "shrunk:20",
          "shrunk:50")
@@ -54,7 +54,7 @@ def score_rules(val_probs: np.ndarray, val_labels: Any, test_probs: np.ndarray, 
 def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[str, ...] = RULES,
             epochs: int | None = None) -> dict[str, Any]:
     """Train `method` on `dataset` with `seed` (or read the earlier result) and score every rule."""
-    from cdgt.pipeline.bench.methods import resolve
+    from cdgt.bench.methods import resolve
 
     resolved = resolve(method) if epochs is None else resolve(method).with_overrides(epochs=epochs)
     name = resolved.name
@@ -65,8 +65,8 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
             return cached
     import keras
 
-    from cdgt.pipeline.bench.datasets import load_dataset
-    from cdgt.pipeline.bench.runner import write_json
+    from cdgt.bench.datasets import load_dataset
+    from cdgt.bench.runner import write_json
     from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_probs
     from cdgt_keras.labels import head_tail_split, label_frequencies

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from cdgt.pipeline.bench.aggregate import Summary, runs_of
-from cdgt.pipeline.bench.experiments import BASELINES as GRID_BASELINES
-from cdgt.pipeline.bench.methods import resolve
+from cdgt.bench.aggregate import Summary, runs_of
+from cdgt.bench.experiments import BASELINES as GRID_BASELINES
+from cdgt.bench.methods import resolve
 
 Table = dict[tuple[str, str], Summary]
 # The rivals CD-GTMLL must beat for a claim: the quality grid's baselines and the two external peers.
