@@ -65,8 +65,8 @@ def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tup
 
         out = fit_predict(method.kind, splits)
         return out.validation_scores, out.test_scores, out.train_seconds
-    from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_probs
+    from cdgt_keras.training import fit_model
 
     model, _, seconds = fit_model(config, splits["train"], splits["validation"])
     return (predict_probs(model, splits["validation"], config.batch_size),

@@ -136,8 +136,8 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
     from cdgt.bench.measures import player_probs, specialisation
-    from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_chunks
+    from cdgt_keras.training import fit_model
 
     config = spec.method.config(spec.seed)
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))

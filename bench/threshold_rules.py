@@ -67,9 +67,9 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
 
     from cdgt.bench.datasets import load_dataset
     from cdgt.bench.runner import write_json
-    from cdgt.pipeline.train import fit_model
     from cdgt_keras.evaluation import predict_probs
     from cdgt_keras.labels import head_tail_split, label_frequencies
+    from cdgt_keras.training import fit_model
 
     data = load_dataset(dataset)
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))

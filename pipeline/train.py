@@ -19,6 +19,8 @@ from typing import Any
 from cdgt.pipeline.datasets import EMBEDDED
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
+from cdgt_keras.files import atomic_write, write_json
+from cdgt_keras.training import fit_model  # the one training road, shared with the benchmarks
 
 CHECKPOINT_DIR = "checkpoint"  # in a run directory: the last epoch's training state, until the run completes
 RUN_FILE = "run.json"  # in CHECKPOINT_DIR: the fingerprint of the data the run trains on
@@ -60,60 +62,6 @@ def load_features(data_dir: str | Path | None, dataset: str,
     return splits, featurizer
 
 
-def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelData, *,
-              callbacks: list | None = None, verbose: int = 0, checkpoint_dir: str | Path | None = None,
-              resume: bool = False) -> tuple[Any, Any, float]:
-    """Build, compile and fit CDGTModel (cdgt_keras.learning: learning-rate schedule, validation ranking metrics,
-    early stopping with best weights); returns (model, history, train seconds of this attempt).
-
-    The one place that trains in memory; `run_training` and the benchmarks (bench/) both call it. Epoch e
-    is shuffled by (seed, e) alone (pipeline/resume.py). With `checkpoint_dir` the full training state is saved
-    there at every epoch end (pipeline/checkpoint.py); `resume` continues from it, and the run then ends exactly
-    as an uninterrupted one. `history.history` covers every epoch of the run, resumed ones too.
-        >>> model, history, seconds = fit_model(CDGTConfig(epochs=2), splits["train"], splits["validation"])
-    """
-    import keras
-
-    from cdgt.pipeline import checkpoint
-    from cdgt.pipeline.resume import EpochHistory, epoch_batches
-    from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
-    from cdgt_keras.labels import label_frequencies
-    from cdgt_keras.learning import RankingMonitor, fit_setup
-    from cdgt_keras.neighbours import MemoryShape, settle
-
-    counts, freq = label_frequencies(train.labels, train.num_labels)
-    keras.utils.set_random_seed(config.seed)
-    memory = MemoryShape.of(train.features, train.labels) if config.neighbours else None
-    setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
-    model, stop, steps = setup.model, setup.early_stopping, setup.steps
-    start = 0
-    if checkpoint_dir is not None and resume:
-        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, config.epochs)
-    history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
-    monitors = [RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
-    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)] if history is not None else []
-    after += [progress_bar(start)] if verbose else []
-    callbacks = setup.callbacks(config, monitors, after)
-    started = time.perf_counter()
-    if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
-        checkpoint.finish_without_training(model, stop)
-        settle(model, train.features, train.labels, validation.features, validation.labels,
-               config.neighbour_weights, config.batch_size)
-        return model, history, time.perf_counter() - started
-    import tensorflow as tf
-
-    examples = tf.data.Dataset.from_tensor_slices((_features_tensor(train.features),
-                                                   to_sparse_tensor(train.labels)))
-    data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, config.epochs, steps)
-    fitted = model.fit(data.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, initial_epoch=start,
-                       validation_data=make_dataset(validation.features, validation.labels,
-                                                    batch_size=config.batch_size),
-                       epochs=config.epochs, callbacks=callbacks, verbose=0)
-    settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
-           config.batch_size)
-    return model, history if history is not None else fitted, time.perf_counter() - started
-
-
 def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
                  verbose: int = 1, featurizer: Any = None, resume: bool = False) -> dict[str, Any]:
     """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json.
@@ -126,7 +74,7 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
     import numpy as np
     import scipy.sparse as sp
 
-    from cdgt.pipeline.checkpoint import clear
+    from cdgt_keras.checkpoint import clear
     from cdgt_keras.evaluation import evaluate_model
     from cdgt_keras.labels import label_frequencies
 
@@ -138,11 +86,11 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
     train, validation, test = splits["train"], splits["validation"], splits["test"]
     counts, _ = label_frequencies(train.labels, train.num_labels)
     model, history, train_seconds = fit_model(
-        config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))], verbose=verbose,
-        checkpoint_dir=ckpt, resume=resume)
+        config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))],
+        progress=progress_bar if verbose else None, checkpoint_dir=ckpt, resume=resume)
     started = time.perf_counter()
     evaluation = evaluate_model(model, validation, test, counts, train.num_examples, config)
-    _atomic(output / "model.keras", lambda tmp: model.save(tmp), suffix=".keras")
+    atomic_write(output / "model.keras", lambda tmp: model.save(tmp), suffix=".keras")
     metrics = {
         **{f"{row}/{key}": value for row, values in evaluation.report.items() for key, value in values.items()},
         **evaluation.report["overall"],
@@ -172,7 +120,7 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
 def _start_or_check_run(ckpt: Path, splits: dict[str, MultiLabelData], resume: bool) -> None:
     """A new run records its data's fingerprint next to its checkpoint; a resumed one must train on the same data
     (the config is checked before the data loads, in pipeline/cli/train.py)."""
-    from cdgt.pipeline.resume import data_fingerprint
+    from cdgt_keras.resume import data_fingerprint
 
     key, path = data_fingerprint(splits), ckpt / RUN_FILE
     if resume and path.is_file():
@@ -183,25 +131,6 @@ def _start_or_check_run(ckpt: Path, splits: dict[str, MultiLabelData], resume: b
         return
     ckpt.mkdir(parents=True, exist_ok=True)
     write_json(path, {"data": key})
-
-
-def _atomic(path: Path, write: Any, suffix: str = "") -> None:
-    """Write `path` through `write(temporary path)` and a rename, so that a failure (a full disk) leaves no
-    truncated file behind; the temporary file is removed and the error goes on."""
-    import os
-
-    tmp = path.with_name(f".{path.name}.partial{suffix}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    text = json.dumps(payload, indent=2, sort_keys=True, default=float) + "\n"
-    _atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def progress_bar(start: int = 0):  # a factory, so that keras and tqdm load only when training runs

@@ -28,18 +28,18 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from cdgt.components.label_stats_component import load_stats
-from cdgt.pipeline import checkpoint
 from cdgt.pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
-from cdgt.pipeline.resume import epoch_batches
 from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
 from cdgt.serving.model_input import model_input, multi_hot
+from cdgt_keras import checkpoint
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import LABELS, read_labels
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape, settle
+from cdgt_keras.resume import epoch_batches
 from cdgt_keras.thresholds import tuned_thresholds
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
@@ -79,7 +79,7 @@ def _parser(tft_output: Any, kind: str, width: int, num_labels: int, with_labels
 def train_dataset(files: list[str], parse: Any, batch_size: int, num_train: int, seed: int, start_epoch: int,
                   epochs: int, steps_per_epoch: int | None = None) -> tf.data.Dataset:
     """Epochs start_epoch..epochs-1 of the records in the one resumable order `cdgt train` uses too
-    (pipeline/resume.py: each epoch shuffled by (seed, epoch, pass) only), within a window of _SHUFFLE_LIMIT."""
+    (cdgt_keras/resume.py: each epoch shuffled by (seed, epoch, pass) only), within a window of _SHUFFLE_LIMIT."""
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     ds = epoch_batches(records, num_train, batch_size, seed, start_epoch, epochs, steps_per_epoch, _SHUFFLE_LIMIT)
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

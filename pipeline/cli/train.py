@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         f"{name} {data.num_examples:,}" for name, data in splits.items())
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
     if args.resume:
-        from cdgt.pipeline.checkpoint import completed_epochs
+        from cdgt_keras.checkpoint import completed_epochs
 
         done = completed_epochs(str(args.output / CHECKPOINT_DIR))
         print(f"resuming {args.output} after epoch {done} of {config.epochs}" if done else

@@ -78,8 +78,8 @@ def test_wide_players_add_a_linear_part_that_is_theirs():
 def test_an_epoch_of_a_small_split_is_at_least_min_steps_per_epoch():
     import scipy.sparse as sp
 
-    from cdgt.pipeline.train import fit_model
     from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.training import fit_model
 
     x, y = _data(n=40)
     data = MultiLabelData(x, sp.csr_matrix(y.astype(np.uint8)), [str(i) for i in range(y.shape[1])])

@@ -9,7 +9,7 @@ and its best weights. With a data order that depends only on (seed, epoch), a ki
 the same weights as an uninterrupted one.
 
 Example:
-    >>> start = restore(model, ckpt_dir, early_stopping)        # 0 when there is nothing to resume
+    >>> start = restore(model, ckpt_dir, early_stopping)  # doctest: +SKIP
     >>> model.fit(ds, initial_epoch=start, epochs=cfg.epochs,
     ...           callbacks=[early_stopping, TrainingCheckpoint(ckpt_dir, early_stopping)])  # doctest: +SKIP
 """

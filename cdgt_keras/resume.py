@@ -1,6 +1,6 @@
 """Resuming a training exactly where it stopped, on both roads (`cdgt train` and the TFX Trainer).
 
-pipeline/checkpoint.py saves the model's state at every epoch end (weights, every optimizer, the dropout RNG,
+checkpoint.py saves the model's state at every epoch end (weights, every optimizer, the dropout RNG,
 early stopping). What else a resumed run needs to end where an uninterrupted run ends is here:
 - `epoch_batches`: the training batches of epochs start..end-1, each epoch shuffled with a seed of
   (seed, epoch, pass) only, never by a stateful iterator, so epoch e is the same wherever a run starts;
@@ -22,6 +22,8 @@ import keras
 import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
+
+from cdgt_keras.files import write_json
 
 HISTORY_FILE = "history.json"
 
@@ -69,8 +71,6 @@ class EpochHistory(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(float(value))
-        from cdgt.pipeline.train import write_json
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.path, self.history)
 
