@@ -110,3 +110,8 @@ def test_code_and_tests_import_the_installed_names_only():
     bad = [f"{path.relative_to(REPO)}:{line}: {module}" for path, line, module in imports
            if module.split(".")[0] in UNINSTALLED and module != STUB_SDK]
     assert not bad, "import cdgt.<folder>, not the bare folder:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    """Imports inside functions count too (a lazy import hides a cycle, it does not remove it)."""
+    assert _cycles(_graph(_modules())) == []

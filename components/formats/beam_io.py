@@ -15,7 +15,7 @@ from typing import Any
 import apache_beam as beam
 
 from cdgt.components.build_progress import count
-from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.errors import Note, RecordError, SourceError
 
 
 def _rejected(error: RecordError, stage: str) -> Any:
@@ -66,8 +66,6 @@ class _Route(beam.DoFn):
         self.entries, self.stage = entries, stage
 
     def process(self, path: str) -> Iterator[Any]:
-        from cdgt.components.formats.debian_source import Note
-
         try:
             for out in self.entries(path):
                 if isinstance(out, RecordError):

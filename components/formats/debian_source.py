@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from cdgt.components.formats import debian
-from cdgt.components.formats.errors import RecordError, SourceError
+from cdgt.components.formats.errors import Note, RecordError, SourceError
 from cdgt.components.formats.record import Record
 from cdgt.components.formats.splits import catalogue_split
 from cdgt.components.formats.textio import numbered_lines, strip_compression
@@ -30,10 +30,6 @@ class PackageEntry(NamedTuple):
     short: str
     long: str  # the long description when `Description` carries it; else '' and Translation-en supplies it
     labels: tuple[str, ...]
-
-
-class Note(str):
-    """A counted event that drops nothing: e.g. 'excluded_no_labels', 'missing_long_description'."""
 
 
 @dataclass

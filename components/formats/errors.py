@@ -1,4 +1,5 @@
-"""The one error type for bad input: it names the file, the line (or package) and what was wrong.
+"""The one error type for bad input: it names the file, the line (or package) and what was wrong; and the Note a
+source yields for what it counts but does not reject.
 
 Example:
     >>> str(RecordError("yeast-train.arff", 130, "non_numeric", "value 'x' in column 3 is not a number"))
@@ -31,6 +32,11 @@ class RecordError(ValueError):
 
 class SourceError(ValueError):
     """A whole-file problem: truncated compressed stream, missing file, inconsistent headers."""
+
+
+class Note(str):
+    """A counted event that drops nothing: e.g. 'excluded_no_labels', 'missing_long_description' (a source yields
+    it among its records; the Beam job counts it)."""
 
 
 class BuildFailed(ValueError):
