@@ -31,11 +31,10 @@ from cdgt.components.label_stats_component import load_stats
 from cdgt.pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
 from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
-from cdgt.serving.model_input import model_input, multi_hot
 from cdgt_keras import checkpoint
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
-from cdgt_keras.features import LABELS, read_labels
+from cdgt_keras.features import LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape, settle

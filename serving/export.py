@@ -36,9 +36,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from cdgt.serving.model_input import model_input, multi_hot
 from cdgt.serving.preprocessing import RawPreprocessing, predict_signature, raw_from_inputs
-from cdgt_keras.features import ID, LABELS, label_spec
+from cdgt_keras.features import ID, LABELS, label_spec, model_input, multi_hot
 
 METADATA_FILE = os.path.join("assets.extra", "cdgt.json")
 LABELS_MULTI_HOT = "labels_multi_hot"

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from cdgt.serving.model_input import model_input
-from cdgt_keras.features import DENSE, FEATURE_KINDS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS
+from cdgt_keras.features import DENSE, FEATURE_KINDS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, model_input
 
 
 def predict_signature(feature_kind: str, raw_spec: dict[str, Any]) -> list[tf.TensorSpec]:
