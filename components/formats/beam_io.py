@@ -102,26 +102,25 @@ def _duplicate_names(entries: Any, label: str) -> Any:
     )
 
 
+def _routed(pipeline: Any, files: list[str], entries: Any, step: str, stage: str, files_step: str | None = None) -> Any:
+    """Each file's `entries` through _Route: the tagged outputs `entries`, `rejects` and `notes`. Beam steps
+    `files_step` (default `step` + "Files") and `step`."""
+    return (
+        pipeline
+        | (files_step or f"{step}Files") >> beam.Create(files, reshuffle=False)
+        | step >> beam.ParDo(_Route(entries, stage)).with_outputs("rejects", "notes", main="entries")
+    )
+
+
 def read_debian(pipeline: Any, source: Any, label: str, labels_only: bool) -> tuple[Any, Any, Any]:
     """(records, rejects, notes) of the catalogue: Packages joined to Translation-en by CoGroupByKey."""
-    packages = (
-        pipeline
-        | f"{label}PackagesFiles" >> beam.Create(source.packages, reshuffle=False)
-        | f"{label}Packages"
-        >> beam.ParDo(_Route(source.package_entries, f"{label} Packages"))
-        .with_outputs("rejects", "notes", main="entries")
-    )
+    packages = _routed(pipeline, source.packages, source.package_entries, f"{label}Packages", f"{label} Packages")
     rejects, notes = [packages.rejects], [packages.notes, _duplicate_names(packages.entries, label)]
     if labels_only:
         records = packages.entries | f"{label}LabelsOnly" >> beam.Map(lambda kv: source.record(kv[1], None))
     else:
-        translations = (
-            pipeline
-            | f"{label}TranslationFiles" >> beam.Create(source.translations, reshuffle=False)
-            | f"{label}Translations"
-            >> beam.ParDo(_Route(source.translation_entries, f"{label} Translation-en"))
-            .with_outputs("rejects", "notes", main="entries")
-        )
+        translations = _routed(pipeline, source.translations, source.translation_entries, f"{label}Translations",
+                               f"{label} Translation-en", files_step=f"{label}TranslationFiles")
         rejects.append(translations.rejects)
         joined = (
             {"packages": packages.entries, "translations": translations.entries}

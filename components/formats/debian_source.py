@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -63,38 +63,23 @@ class DebianSource:
 
     def package_entries(self, path: str) -> Iterator[tuple[JoinKey, PackageEntry] | RecordError | Note]:
         """Join entries of one Packages file; records without labels for the task become Notes."""
-        for item in debian.stanzas(numbered_lines(path), path):
-            if isinstance(item, RecordError):
-                yield item
-                continue
-            line, record = item
-            try:
-                key = debian.join_key(record, path, line)
-                labels = debian.task_labels(record, self.task, path, line)
-            except RecordError as err:
-                name = record.get("Package", "?")
-                yield RecordError(err.file, err.where, err.reason, f"package {name!r}: {err.detail}")
-                continue
-            if not labels:
-                yield Note("excluded_no_labels")
-                continue
-            short, long = debian.description_parts(record.get("Description", ""))
-            yield key, PackageEntry(key[0], short, long, labels)
+        return _entries(path, self._package_entry)
+
+    def _package_entry(self, record: dict[str, str], path: str, line: int) -> tuple[JoinKey, PackageEntry] | Note:
+        try:
+            key = debian.join_key(record, path, line)
+            labels = debian.task_labels(record, self.task, path, line)
+        except RecordError as err:
+            name = record.get("Package", "?")
+            raise RecordError(err.file, err.where, err.reason, f"package {name!r}: {err.detail}") from None
+        if not labels:
+            return Note("excluded_no_labels")
+        short, long = debian.description_parts(record.get("Description", ""))
+        return key, PackageEntry(key[0], short, long, labels)
 
     def translation_entries(self, path: str) -> Iterator[tuple[JoinKey, str] | RecordError]:
         """(Package, Description-md5) -> long description, from one Translation-en file."""
-        for item in debian.stanzas(numbered_lines(path), path):
-            if isinstance(item, RecordError):
-                yield item
-                continue
-            line, record = item
-            try:
-                key = debian.join_key(record, path, line)
-                text = debian.require(record, "Description-en", path, line)
-            except RecordError as err:
-                yield err
-                continue
-            yield key, debian.description_parts(text)[1]
+        return _entries(path, _translation_entry)
 
     @staticmethod
     def record(entry: PackageEntry, long: str | None) -> Record:
@@ -107,3 +92,23 @@ class DebianSource:
         from cdgt.components.formats.beam_io import read_debian
 
         return read_debian(pipeline, self, label, labels_only)
+
+
+def _entries(path: str, entry: Callable[[dict[str, str], str, int], Any]) -> Iterator[Any]:
+    """`entry(record, path, line)` of each stanza of one file; a malformed stanza's RecordError, or the one `entry`
+    raises, takes its place."""
+    for item in debian.stanzas(numbered_lines(path), path):
+        if isinstance(item, RecordError):
+            yield item
+            continue
+        line, record = item
+        try:
+            yield entry(record, path, line)
+        except RecordError as err:
+            yield err
+
+
+def _translation_entry(record: dict[str, str], path: str, line: int) -> tuple[JoinKey, str]:
+    key = debian.join_key(record, path, line)
+    text = debian.require(record, "Description-en", path, line)
+    return key, debian.description_parts(text)[1]
