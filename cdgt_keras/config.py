@@ -32,7 +32,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "thresholds": ("fixed", "global", "per_label", "grouped", "shrunk"),
     "activation": ("relu", "gelu", "tanh", "swish"),
     "lr_schedule": ("constant", "cosine"),
-    "encoder_optimizer": ("adam", "adagrad"),
+    "encoder_optimizer": ("adam", "adagrad", "rmsprop"),
     "early_stopping_metric": ("payoff", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail"),
@@ -95,7 +95,9 @@ class CDGTConfig:
     player_learning_rates: tuple[float, ...] = ()
     # The shared encoder's optimizer, on the rows of its first layer that a batch touches. "adam": Adam (LazyAdam).
     # "adagrad": Adagrad, whose step on a row shrinks with that row's own squared gradients, so a rare input
-    # feature keeps a large step while frequent ones settle; its row update is one fused TF kernel.
+    # feature keeps a large step while frequent ones settle; its row update is one fused TF kernel. "rmsprop":
+    # Adam's arithmetic (momentum 0.9, rho 0.999, the same meaning of the step) through RMSProp's fused kernel,
+    # the momentum taken of the scaled gradient (cdgt_keras.sparse.SparseRMSprop).
     encoder_optimizer: str = "adam"
     encoder_learning_rate: float = 0.0  # the encoder's base step; 0: `learning_rate`
     batch_size: int = 256

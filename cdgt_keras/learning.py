@@ -60,10 +60,12 @@ def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
         >>> type(encoder_optimizer(CDGTConfig(encoder_optimizer="adagrad"))).__name__
         'SparseAdagrad'
     """
-    from cdgt_keras.sparse import LazyAdam, SparseAdagrad
+    from cdgt_keras.sparse import LazyAdam, SparseAdagrad, SparseRMSprop
 
     if config.encoder_optimizer == "adagrad":
         return SparseAdagrad(config.encoder_rate(), initial_accumulator_value=0.0)
+    if config.encoder_optimizer == "rmsprop":
+        return SparseRMSprop(config.encoder_rate())
     return LazyAdam(config.encoder_rate())
 
 

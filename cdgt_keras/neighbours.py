@@ -68,9 +68,10 @@ class NeighbourVotes(keras.layers.Layer):
         if s.dense:
             self.x_dense = self.add_weight(shape=(s.num_train, s.num_features), dtype="float32", name="x_dense",
                                            **frozen)
-        else:  # the training rows' entries ordered by feature (the transposed matrix in row-major order)
-            self.x_features = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_features", **frozen)
-            self.x_docs = self.add_weight(shape=(s.features_nnz,), dtype="int64", name="x_docs", **frozen)
+        else:  # the training rows' entries ordered by feature (the transposed matrix in row-major order), as the
+            # (feature, row) index pairs of one SparseTensor: stacking two index vectors at every call copied them
+            # all and took three quarters of a one-row query's time (22 ms against 5.6 ms on debtags)
+            self.x_entries = self.add_weight(shape=(s.features_nnz, 2), dtype="int64", name="x_entries", **frozen)
             self.x_values = self.add_weight(shape=(s.features_nnz,), dtype="float32", name="x_values", **frozen)
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
@@ -100,8 +101,8 @@ class NeighbourVotes(keras.layers.Layer):
             norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
             by_feature = sp.csc_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, dtype=np.float32)
             by_feature.sort_indices()
-            self.x_features.assign(np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr)))
-            self.x_docs.assign(by_feature.indices.astype(np.int64))
+            features = np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr))
+            self.x_entries.assign(np.stack([features, by_feature.indices.astype(np.int64)], axis=1))
             self.x_values.assign(by_feature.data.astype(np.float32))
         self.y_splits.assign(y.indptr.astype(np.int64))
         self.y_ids.assign(y.indices.astype(np.int64))
@@ -151,8 +152,7 @@ class NeighbourVotes(keras.layers.Layer):
         s = self.shape
         if s.dense:
             return tf.matmul(dense, self.x_dense, transpose_b=True)
-        by_feature = tf.SparseTensor(tf.stack([self.x_features, self.x_docs], axis=1), self.x_values,
-                                     [s.num_features, s.num_train])
+        by_feature = tf.SparseTensor(self.x_entries, self.x_values, [s.num_features, s.num_train])
         return tf.transpose(tf.sparse.sparse_dense_matmul(by_feature, dense, adjoint_a=True, adjoint_b=True))
 
     def get_config(self) -> dict[str, Any]:
