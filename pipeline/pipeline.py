@@ -51,7 +51,7 @@ TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdg
                   "cdgt_keras/featurizer.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
                 "pipeline/plots.py", "pipeline/transform_module.py", "components/trainer.py",
-                "components/label_stats_component.py", "components/label_stats.py")
+                "components/label_stats_component.py", "components/label_stats.py", "components/formats/record.py")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")  # Kubeflow-compatible pipeline names
 
 

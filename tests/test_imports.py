@@ -115,3 +115,35 @@ def test_code_and_tests_import_the_installed_names_only():
 def test_no_import_cycle_among_the_projects_modules():
     """Imports inside functions count too (a lazy import hides a cycle, it does not remove it)."""
     assert _cycles(_graph(_modules())) == []
+
+
+def _code_lists() -> dict[str, tuple[str, ...]]:
+    """TRANSFORM_CODE and TRAINER_CODE of pipeline/pipeline.py, read from the source (importing it loads TFX)."""
+    tree = ast.parse((REPO / "pipeline" / "pipeline.py").read_text())
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("TRANSFORM_CODE", "TRAINER_CODE")}
+
+
+def _reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph[name])
+    return seen
+
+
+def test_the_code_fingerprints_cover_every_module_the_steps_run():
+    """A change to any module the Transform or the Trainer runs must change the step's fingerprint (a rerun
+    retrains), so each list in pipeline/pipeline.py holds every project module its module file imports by name,
+    directly or through others (parent packages' __init__ modules are not followed)."""
+    modules, lists = _modules(), _code_lists()
+    graph = _graph(modules)
+    for step, start in (("TRANSFORM_CODE", "cdgt.pipeline.transform_module"),
+                        ("TRAINER_CODE", "cdgt.pipeline.trainer_module")):
+        covered = [REPO / rel for rel in lists[step]]
+        missing = sorted(str(modules[name].relative_to(REPO)) for name in _reached(graph, start)
+                         if not any(path == modules[name] or path in modules[name].parents for path in covered))
+        assert not missing, f"{step} misses {missing}"
