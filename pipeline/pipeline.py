@@ -37,8 +37,8 @@ from cdgt.components.schema_gate import SchemaGate
 from cdgt.components.shard_check import ShardCheck
 from cdgt.components.trainer import CdgtTrainer
 from cdgt.pipeline.beam_options import beam_pipeline_args
-from cdgt.pipeline.blessing import MAX_AUC_DROP, MIN_AUC
-from cdgt.serving.export import LABELS_MULTI_HOT
+from cdgt.pipeline.blessing import AUC_LABELS, MAX_AUC_DROP, MIN_AUC
+from cdgt.serving.export import BLESSING_LABELS, BLESSING_SCORES, LABELS_MULTI_HOT
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.records import SPLITS, read_manifest
 from cdgt_keras.text import TextOptions
@@ -64,8 +64,9 @@ class PipelineSettings:
     root: str
     serving_dir: str
     metadata_path: str | None = None  # local ML-Metadata SQLite; None where the orchestrator has its own (Kubeflow)
-    min_auc: float = MIN_AUC  # TFMA value threshold on the micro AUC over all (example, label) pairs
+    min_auc: float = MIN_AUC  # TFMA value threshold on the micro AUC over the blessing labels' (example, label) pairs
     max_auc_drop: float = MAX_AUC_DROP  # change threshold: at most this much below the latest blessed model
+    auc_labels: int = AUC_LABELS  # the blessing covers every label up to this many, else a fixed sample of this many
     beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
     # A curated schema (text proto) to import and hold the data to: its anomalies stop the run before Transform.
@@ -120,9 +121,10 @@ def example_gen(data_dir: str) -> tfx.components.ImportExampleGen:
 
 
 def eval_config(min_auc: float, max_auc_drop: float) -> tfma.EvalConfig:
-    """TFMA on the score matrix against the multi-hot labels (from the model's `transformed_labels` signature),
-    flattened into (example, label) pairs; AUC must clear `min_auc` and not fall more than `max_auc_drop`
-    below the latest blessed model."""
+    """TFMA on the blessing labels' scores (the model's `blessing_scores` signature) against their multi-hot labels
+    (`blessing_labels`), flattened into (example, label) pairs; AUC must clear `min_auc` and not fall more than
+    `max_auc_drop` below the latest blessed model. The blessing labels are every label up to
+    PipelineSettings.auc_labels, else a fixed sample (pipeline.blessing.blessing_label_ids)."""
     auc_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": min_auc}),
         change_threshold=tfma.GenericChangeThreshold(direction=tfma.MetricDirection.HIGHER_IS_BETTER,
@@ -132,8 +134,8 @@ def eval_config(min_auc: float, max_auc_drop: float) -> tfma.EvalConfig:
                tfma.MetricConfig(class_name="AUCPrecisionRecall"),
                tfma.MetricConfig(class_name="BinaryCrossentropy")]
     return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=LABELS_MULTI_HOT,
-                                    preprocessing_function_names=["transformed_labels"])],
+        model_specs=[tfma.ModelSpec(signature_name=BLESSING_SCORES, label_key=LABELS_MULTI_HOT,
+                                    preprocessing_function_names=[BLESSING_LABELS])],
         slicing_specs=[tfma.SlicingSpec()],
         metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
 
@@ -179,6 +181,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
         custom_config={"cdgt": config.to_dict(),
                        "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
+                       "auc_labels": settings.auc_labels,
                        "code": source_fingerprint(TRAINER_CODE)})
     gate = SchemaGate(anomalies=validator.outputs["anomalies"]) if settings.schema_file else None
     for node in (transform, stats):  # nothing reads the data for training before it passed the checks

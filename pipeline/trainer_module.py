@@ -2,7 +2,8 @@
 
 custom_config (set by pipeline/pipeline.py; the label-statistics uri is added by components/trainer.py):
     {"cdgt": CDGTConfig.to_dict(), "data": {"feature_kind", "num_features"}, "checkpoint_root": DIR,
-     "code": fingerprint of the training code, "label_stats_uri": URI}
+     "auc_labels": the most labels TFMA's blessing covers, "code": fingerprint of the training code,
+     "label_stats_uri": URI}
 
 Steps: CDGTModel from the one config and the label frequencies, under MirroredStrategy over the local devices
 (logical CPUs are made by the runner); the learning-rate schedule and early stopping of
@@ -28,6 +29,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from cdgt.components.label_stats_component import load_stats
+from cdgt.pipeline.blessing import blessing_label_ids
 from cdgt.pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
 from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
@@ -171,7 +173,8 @@ def run_fn(fn_args: Any) -> None:
     thresholds = tuned_thresholds(val_probs, val_labels, config)
     names = stats.get("label_names") or [str(i) for i in range(num_labels)]
     export_serving_model(model, tft_output, fn_args.serving_model_dir, names, thresholds, feature_kind=kind,
-                         input_width=width, metadata={"config": config.to_dict(), "epochs_run": len(
+                         input_width=width, blessing_ids=blessing_label_ids(num_labels, int(custom["auc_labels"])),
+                         metadata={"config": config.to_dict(), "epochs_run": len(
                              history.get("loss", [])) + start})
     _write_json(os.path.join(fn_args.model_run_dir, "history.json"), history)
     checkpoint.clear(ckpt)

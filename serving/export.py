@@ -1,8 +1,8 @@
 """Export a trained CDGTModel as a self-contained TF Serving SavedModel that takes raw input.
 
 Signatures:
-- `serving_default`: serialized tf.Examples (`examples`, string [None]) -> {"scores": fused probabilities [B, L]}.
-  What TFMA (the pipeline's Evaluator) calls; keep it that way.
+- `serving_default`: serialized tf.Examples (`examples`, string [None]) -> {"scores": fused probabilities [B, L]}
+  (the MultiLabelEvaluator's input; TF Serving's default).
 - `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores > tuned thresholds), the decided
   labels best first as `labels` string [B, M] (padded with ""), `label_ids` int64 [B, M] (padded with -1) and
   `label_scores` [B, M] (padded with 0), M the batch's largest number of decided labels; the k best as
@@ -15,7 +15,10 @@ Signatures:
   the k best classes, best first: `classes` string [B, k] (label names) and `scores` [B, k] (TF Serving's
   classification result lists the classes it is given; a [B, L] string tensor of every name at 41k labels is 2.6M
   strings for a batch of 64, so it lists the same k as predict's top_k outputs; every score is in `predict`).
-- `transformed_labels`: serialized tf.Examples -> {"labels_multi_hot": float [B, L]}, for TFMA's label_key.
+- `blessing_scores` and `blessing_labels`, for TFMA (the pipeline's Evaluator): serialized tf.Examples (`examples`)
+  -> {"scores": [B, K]} and {"labels_multi_hot": float [B, K]}, the scores and multi-hot labels of the K blessing
+  labels (`blessing_ids`: every label unless the pipeline names a sample; TFMA walks each (example, label) pair in
+  Python, so it gets a sample of the labels at tens of thousands of them).
 Label names (a variable and `assets/labels.txt`), thresholds and the preprocessing (the Transform graph, or the
 featurizer of a `cdgt train` run) travel inside; `assets.extra/cdgt.json` repeats the facts for people.
 
@@ -42,6 +45,7 @@ from cdgt_keras.features import ID, LABELS, label_spec, model_input, multi_hot
 METADATA_FILE = os.path.join("assets.extra", "cdgt.json")
 LABELS_MULTI_HOT = "labels_multi_hot"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
+BLESSING_SCORES, BLESSING_LABELS = "blessing_scores", "blessing_labels"  # TFMA's signatures
 DEFAULT_TOP_K = 5
 _NOT_SERVED = (LABELS, ID)  # raw features the model does not read
 
@@ -97,8 +101,12 @@ def top_k_outputs(probs: tf.Tensor, names: tf.Tensor, k: int) -> dict[str, tf.Te
 def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], thresholds: np.ndarray, *,
                        feature_kind: str, input_width: int, raw_spec: dict[str, Any],
                        to_model_input: Callable[[dict[str, Any]], Any], trackables: dict[str, Any],
-                       metadata: dict[str, Any] | None, top_k: int) -> str:
+                       metadata: dict[str, Any] | None, top_k: int, blessing_ids: Sequence[int] | None) -> str:
     num_labels = len(label_names)
+    ids = np.arange(num_labels, dtype=np.int64) if blessing_ids is None else np.asarray(blessing_ids, np.int64)
+    if ids.ndim != 1 or not len(ids) or ids.min() < 0 or ids.max() >= num_labels:
+        raise ValueError(f"blessing_ids must be label ids in [0, {num_labels}), got {len(ids)} of them")
+    every_label = np.array_equal(ids, np.arange(num_labels))
     if len(thresholds) != num_labels:
         raise ValueError(f"{len(thresholds)} thresholds for {num_labels} labels: give one threshold per label")
     if top_k < 1:
@@ -110,6 +118,7 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
         with open(label_file, "w", encoding="utf-8") as handle:
             handle.write("".join(f"{name}\n" for name in label_names))
         module = _ServingModule(model, label_names, thresholds, label_file)
+        module.blessing_ids = tf.Variable(ids, trainable=False, name="blessing_ids")
         for name, value in trackables.items():
             setattr(module, name, value)
 
@@ -135,46 +144,56 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
             return {"classes": top["top_k_labels"], "scores": top["top_k_scores"]}
 
         @tf.function(input_signature=examples_spec)
-        def transformed_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-            parsed = tf.io.parse_example(examples, label_spec())
-            return {LABELS_MULTI_HOT: tf.sparse.to_dense(multi_hot(parsed[LABELS], num_labels))}
+        def blessing_scores(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+            probs = scores(tf.io.parse_example(examples, serve_spec))
+            return {"scores": probs if every_label else tf.gather(probs, module.blessing_ids, axis=1)}
+
+        @tf.function(input_signature=examples_spec)
+        def blessing_labels(examples: tf.Tensor) -> dict[str, tf.Tensor]:
+            hot = tf.sparse.to_dense(multi_hot(tf.io.parse_example(examples, label_spec())[LABELS], num_labels))
+            return {LABELS_MULTI_HOT: hot if every_label else tf.gather(hot, module.blessing_ids, axis=1)}
 
         module.serve_examples, module.predict = serve_examples, predict
-        module.classify, module.transformed_labels = classify, transformed_labels
+        module.classify, module.blessing_scores, module.blessing_labels = classify, blessing_scores, blessing_labels
         signatures = {"serving_default": serve_examples.get_concrete_function(),
                       "predict": predict.get_concrete_function(),
                       "classify": classify.get_concrete_function(),
-                      "transformed_labels": transformed_labels.get_concrete_function()}
+                      BLESSING_SCORES: blessing_scores.get_concrete_function(),
+                      BLESSING_LABELS: blessing_labels.get_concrete_function()}
         tf.saved_model.save(module, export_dir, signatures=signatures)
     set_method_name(export_dir, "classify", CLASSIFY_METHOD)
     _write_metadata(export_dir, {"label_names": list(label_names), "thresholds": np.asarray(thresholds).tolist(),
                                  "feature_kind": feature_kind, "input_width": int(input_width), "top_k": k,
-                                 "signatures": sorted(signatures), **(metadata or {})})
+                                 "blessing_label_count": len(ids), "signatures": sorted(signatures),
+                                 **(metadata or {})})
     return export_dir
 
 
 def export_serving_model(model: Any, tf_transform_output: Any, export_dir: str, label_names: Sequence[str],
                          thresholds: np.ndarray, *, feature_kind: str, input_width: int,
-                         metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K) -> str:
-    """The pipeline's export: the Transform graph (tft_layer) is the preprocessing. Returns `export_dir`."""
+                         metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K,
+                         blessing_ids: Sequence[int] | None = None) -> str:
+    """The pipeline's export: the Transform graph (tft_layer) is the preprocessing; `blessing_ids` the labels of
+    TFMA's signatures (None: all). Returns `export_dir`."""
     tft_layer = tf_transform_output.transform_features_layer()
     return _write_saved_model(
         model, export_dir, label_names, thresholds, feature_kind=feature_kind, input_width=input_width,
         raw_spec=tf_transform_output.raw_feature_spec(), trackables={"tft_layer": tft_layer},
         to_model_input=lambda raw: model_input(tft_layer(raw), feature_kind, input_width),
-        metadata=metadata, top_k=top_k)
+        metadata=metadata, top_k=top_k, blessing_ids=blessing_ids)
 
 
 def export_keras_model(model: Any, export_dir: str, label_names: Sequence[str], thresholds: np.ndarray, *,
                        feature_kind: str, input_width: int, featurizer: Any = None,
-                       metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K) -> str:
+                       metadata: dict[str, Any] | None = None, top_k: int = DEFAULT_TOP_K,
+                       blessing_ids: Sequence[int] | None = None) -> str:
     """A `cdgt train` model's export: raw features as read from a built data directory, through the run's
     featurizer (`cdgt_keras.featurizer.Featurizer`; required for text). Returns `export_dir`."""
     pre = RawPreprocessing(feature_kind, input_width, featurizer)
     return _write_saved_model(
         model, export_dir, label_names, thresholds, feature_kind=feature_kind, input_width=input_width,
         raw_spec=pre.raw_spec(), trackables=pre.trackables(), to_model_input=pre.model_input,
-        metadata=metadata, top_k=top_k)
+        metadata=metadata, top_k=top_k, blessing_ids=blessing_ids)
 
 
 def set_method_name(export_dir: str, signature: str, method_name: str) -> None:

@@ -109,7 +109,7 @@ def build(args: argparse.Namespace, root: str, resources: dict[str, Resources]) 
     settings = PipelineSettings(
         name=pname, data_dir=str(data_dir), root=root,
         serving_dir=args.serving_dir or f"{root}/serving/{pname}", min_auc=args.min_auc,
-        max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache, **extra)
+        max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels, enable_cache=not args.no_cache, **extra)
     pipeline = create_pipeline(settings, config)  # no metadata_path: the cluster's ML-Metadata records runs
     set_resources(pipeline, resources)
     return pipeline, expose_runtime_parameters(pipeline, args.data_root or f"{root}/data/{name}"), data_dir

@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     schema = schema_for_run(args, pname, data_dir, out)
     settings = PipelineSettings(name=pname, data_dir=str(data_dir), root=str(out / "root"),
                                 metadata_path=str(out / "metadata.sqlite"), serving_dir=str(out / "serving" / pname),
-                                min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, enable_cache=not args.no_cache,
+                                min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels,
+                                enable_cache=not args.no_cache,
                                 beam_args=tuple(beam_args(args)), schema_file=str(staged_schema(schema, out)))
     _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); output {out}")
     started = time.monotonic()

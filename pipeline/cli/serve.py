@@ -19,9 +19,9 @@ from cdgt.serving.requests import SPARSE_REQUEST_WIDTH
 EXPORT_HELP = """\
 Write a TF Serving model, <OUTPUT>/<NAME>/<VERSION>/ (VERSION: --version, else one above the highest present),
 with signatures serving_default and classify (serialized tf.Examples), predict (raw input: text, a dense feature
-vector, or sparse id/value lists) and transformed_labels. SOURCE is a `cdgt train` run directory (model.keras +
-thresholds.json + data.json [+ tfidf.json]), a `cdgt run` directory (its newest pushed or trained model), or a
-SavedModel directory (copied).
+vector, or sparse id/value lists) and blessing_scores / blessing_labels (for TFMA). SOURCE is a `cdgt train` run
+directory (model.keras + thresholds.json + data.json [+ tfidf.json]), a `cdgt run` directory (its newest pushed or
+trained model), or a SavedModel directory (copied).
 
 examples:
   cdgt export runs/debtags --output runs/serving --name debtags

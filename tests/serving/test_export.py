@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import tensorflow as tf
 
-from cdgt.serving.export import CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
+from cdgt.serving.export import BLESSING_LABELS, BLESSING_SCORES, CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
 
 KINDS = ("dense", "sparse", "text")
 
@@ -92,11 +92,33 @@ def test_serving_default_and_classify_take_serialized_examples(export):
     assert [c.decode() for c in classified["classes"].numpy()[-1]] == [export.names[j] for j in best[-1]]
 
 
-def test_transformed_labels_are_the_multi_hot_rows(dense_export):
+def test_blessing_signatures_give_every_score_and_the_multi_hot_rows(dense_export):
     loaded = tf.saved_model.load(dense_export.path)
-    hot = loaded.signatures["transformed_labels"](examples=examples(dense_export, True))[LABELS_MULTI_HOT].numpy()
+    rows = examples(dense_export, True)
+    hot = loaded.signatures[BLESSING_LABELS](examples=rows)[LABELS_MULTI_HOT].numpy()
     assert hot.shape == (6, 7)
     np.testing.assert_array_equal(np.flatnonzero(hot[4]), [1, 5])
+    scores = loaded.signatures[BLESSING_SCORES](examples=rows)["scores"].numpy()
+    np.testing.assert_allclose(scores, keras_scores(dense_export), rtol=1e-5, atol=1e-6)
+
+
+def test_blessing_signatures_keep_only_the_sampled_labels(dense_export, tmp_path):
+    from cdgt.serving.export import export_keras_model
+
+    path = str(tmp_path / "m" / "1")
+    export_keras_model(dense_export.model, path, dense_export.names, dense_export.thresholds, feature_kind="dense",
+                       input_width=dense_export.inputs.shape[1], blessing_ids=[1, 4, 5])
+    loaded = tf.saved_model.load(path)
+    rows = examples(dense_export, True)
+    hot = loaded.signatures[BLESSING_LABELS](examples=rows)[LABELS_MULTI_HOT].numpy()
+    # example i has labels i % 3 and 5: label 1 for examples 1 and 4, label 4 never, label 5 always
+    np.testing.assert_array_equal(hot, [[0, 0, 1], [1, 0, 1], [0, 0, 1], [0, 0, 1], [1, 0, 1], [0, 0, 1]])
+    scores = loaded.signatures[BLESSING_SCORES](examples=rows)["scores"].numpy()
+    np.testing.assert_allclose(scores, keras_scores(dense_export)[:, [1, 4, 5]], rtol=1e-5, atol=1e-6)
+    assert read_metadata(path)["blessing_label_count"] == 3
+    with pytest.raises(ValueError, match="blessing_ids"):
+        export_keras_model(dense_export.model, str(tmp_path / "bad"), dense_export.names, dense_export.thresholds,
+                           feature_kind="dense", input_width=dense_export.inputs.shape[1], blessing_ids=[7])
 
 
 def test_label_names_thresholds_and_classify_method_travel_inside(text_export):
@@ -112,7 +134,7 @@ def test_label_names_thresholds_and_classify_method_travel_inside(text_export):
     assert methods["classify"] == CLASSIFY_METHOD and methods["predict"] == "tensorflow/serving/predict"
     meta = read_metadata(str(path))
     assert meta["feature_kind"] == "text" and meta["top_k"] == 3
-    assert sorted(meta["signatures"]) == ["classify", "predict", "serving_default", "transformed_labels"]
+    assert sorted(meta["signatures"]) == [BLESSING_LABELS, BLESSING_SCORES, "classify", "predict", "serving_default"]
 
 
 @pytest.mark.parametrize("inputs, message", [
