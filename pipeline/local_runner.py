@@ -5,10 +5,11 @@ configured before TensorFlow initialises (they are fixed at its first op): call
 `cdgt_keras.distribute.set_cpu_replicas` first.
 
 Example:
-    >>> set_cpu_replicas(2)                              # before anything runs a TensorFlow op
+    >>> from cdgt_keras.distribute import set_cpu_replicas
+    >>> set_cpu_replicas(2)  # before anything runs a TensorFlow op  # doctest: +SKIP
     >>> run(create_pipeline(settings, config))           # doctest: +SKIP
     >>> summary = run_summary(settings.metadata_path, settings.name)  # doctest: +SKIP
-    >>> summary.states["Trainer"]                        # doctest: +SKIP
+    >>> summary.states["CdgtTrainer"]                    # doctest: +SKIP
     'CACHED'
 """
 
