@@ -50,7 +50,7 @@ RUN_FN = "cdgt.pipeline.trainer_module.run_fn"
 TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdgt_keras/text.py",
                   "cdgt_keras/featurizer.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
-                "pipeline/plots.py", "pipeline/transform_module.py", "components/trainer.py",
+                "pipeline/plots.py", "pipeline/blessing.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py", "components/formats/record.py")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")  # Kubeflow-compatible pipeline names
 
