@@ -152,6 +152,9 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     if model.neighbours is not None:  # the weight tuned on validation and validation P@5 under each weight
         body["neighbours"] = {"weight": float(model.neighbours.weight.numpy()),
                               "validation_p_at_5": {str(w): p for w, p in model.neighbours.tuning.items()}}
+    if model.centroids is not None:  # the same for the label centroids
+        body["centroids"] = {"weight": float(model.centroids.weight.numpy()),
+                             "validation_p_at_5": {str(w): p for w, p in model.centroids.tuning.items()}}
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     del model

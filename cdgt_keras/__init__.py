@@ -34,6 +34,9 @@ _LAZY = {
     "synthetic_dataset": "cdgt_keras.synthetic",
     "synthetic_splits": "cdgt_keras.synthetic",
     "MultiLabelData": "cdgt_keras.data",
+    "NeighbourVotes": "cdgt_keras.neighbours",
+    "LabelCentroids": "cdgt_keras.centroids",
+    "centroid_matrix": "cdgt_keras.centroids",
     "report": "cdgt_keras.metrics",
     "format_report": "cdgt_keras.metrics",
 }

@@ -71,7 +71,7 @@ def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
 
 def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None) -> Any:
     """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`; `memory` (a
-    cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes when `config.neighbours` asks for them."""
+    cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes and label centroids when the config asks for them."""
     from cdgt_keras.model import CDGTModel
 
     model = CDGTModel(config, label_freq, memory)

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from cdgt_keras import centroids as ct
 from cdgt_keras import neighbours as nb  # the module: importable first without a cycle (registration.py)
 from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
@@ -69,6 +70,10 @@ class CDGTModel(keras.Model):
         # Neighbour votes need the training split's shape (`memory`); a model built without it has none.
         if memory is not None and not isinstance(memory, nb.MemoryShape):
             memory = nb.MemoryShape(**memory)
+        self.memory = memory  # what get_config saves: the training split's shape in the input's space
+        # Label centroids live in the input's space, whatever the votes' space.
+        self.centroids = None if not cfg.centroid_features or memory is None else ct.LabelCentroids(
+            memory.num_features, self.num_labels, memory.centroid_nnz, name="centroids")
         if memory is not None and cfg.neighbour_space == "encoder" and not memory.dense:
             memory = memory.in_space(cfg.encoder_hidden[-1])
         self.neighbours = nb.NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
@@ -190,6 +195,9 @@ class CDGTModel(keras.Model):
         fused = self.fusion(probs, contexts)
         if self.neighbours is not None and not training:
             fused = self._with_votes(fused, contexts[0] if self.cdgt_config.neighbour_space == "encoder" else inputs)
+        if self.centroids is not None and not training:
+            w = tf.convert_to_tensor(self.centroids.weight)
+            fused = tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * self.centroids(inputs), lambda: fused)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def neighbour_query(self, x: Any) -> Any:
@@ -273,7 +281,8 @@ class CDGTModel(keras.Model):
 
     # ------------------------------------------------------------------------------------------ saving
     def get_config(self) -> dict[str, Any]:
-        memory = self.neighbours.shape.to_dict() if self.neighbours is not None else None
+        remembers = self.neighbours is not None or self.centroids is not None
+        memory = self.memory.to_dict() if remembers else None
         return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
                 "memory": memory}
 

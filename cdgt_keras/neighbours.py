@@ -20,13 +20,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import keras
 import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
+
+from cdgt_keras import centroids as ct  # the module: importable first without a cycle (registration.py)
 
 CHUNK_ROWS = 32  # query rows whose similarities are computed at once (bounds the memory of a large batch)
 
@@ -40,16 +42,28 @@ class MemoryShape:
     features_nnz: int
     labels_nnz: int
     dense: bool = False  # the rows are kept as a dense [num_train, num_features] matrix (an encoder's space)
+    centroid_nnz: int = 0  # entries of the label centroids (cdgt_keras.centroids), always in the input's space
 
     @classmethod
-    def of(cls, features: Any, labels: Any) -> MemoryShape:
-        """The shape of the memory of these training features (dense or sparse) and multi-hot labels."""
+    def of(cls, features: Any, labels: Any, centroid_features: int | None = None) -> MemoryShape:
+        """The shape of the memory of these training features (dense or sparse) and multi-hot labels; with
+        `centroid_features` (not None), the size of their label centroids kept to that many features each."""
         x, y = sp.csr_matrix(features), sp.csr_matrix(labels)  # may share the caller's (read-only) arrays
-        return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()))
+        cents = 0 if centroid_features is None else ct.centroid_nnz(x, y, centroid_features)
+        return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()),
+                   centroid_nnz=cents)
+
+    @classmethod
+    def for_config(cls, config: Any, features: Any, labels: Any) -> MemoryShape | None:
+        """The memory `config` asks for (neighbour votes, label centroids), or None when it asks for neither."""
+        if not (config.neighbours or config.centroid_features):
+            return None
+        return cls.of(features, labels, config.centroid_features if config.centroid_features else None)
 
     def in_space(self, width: int) -> MemoryShape:
         """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's)."""
-        return MemoryShape(self.num_train, int(width), self.num_train * int(width), self.labels_nnz, dense=True)
+        return MemoryShape(self.num_train, int(width), self.num_train * int(width), self.labels_nnz, dense=True,
+                           centroid_nnz=self.centroid_nnz)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +107,7 @@ class NeighbourVotes(keras.layers.Layer):
             x.sum_duplicates()
             x.eliminate_zeros()
             got = MemoryShape.of(x, y)
+        got = replace(got, centroid_nnz=self.shape.centroid_nnz)  # the centroids are LabelCentroids' to check
         if got != self.shape:
             raise ValueError(f"the memory holds {self.shape}, got training data of {got}")
         if self.shape.dense:
@@ -187,31 +202,46 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
            batch_size: int = 256, rows: int = 2048) -> dict[float, float]:
-    """Remember the training split in `model.neighbours` and set its weight to the best of `grid` on validation
-    (P@5, in chunks of `rows`); returns validation P@5 per weight. A model without neighbour votes is left as is."""
+    """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
+    `rows`): the neighbour votes' weight over `grid` (returns validation P@5 per weight), then, with the votes in,
+    the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither
+    is left as is."""
     from cdgt_keras.inputs import _features_tensor
 
-    layer = getattr(model, "neighbours", None)
-    if layer is None:
-        return {}
+    layer, centroids = getattr(model, "neighbours", None), getattr(model, "centroids", None)
+    if centroids is not None:
+        centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
+        centroids.weight.assign(0.0)
+    table: dict[float, float] = {}
+    if layer is not None:
+        def query(x: Any) -> tf.Tensor:  # the rows in the votes' space: model.neighbour_query of a batch
+            return model.neighbour_query(_features_tensor(x))
 
-    def query(x: Any) -> tf.Tensor:  # the rows in the votes' space: model.neighbour_query of a batch
-        return model.neighbour_query(_features_tensor(x))
+        remembered = train_x
+        if model.cdgt_config.neighbour_space == "encoder":
+            remembered = np.concatenate([np.asarray(query(train_x[i:i + batch_size]))
+                                         for i in range(0, train_x.shape[0], batch_size)])
+        layer.remember(remembered, train_y)
+        table = _tune(model, layer, query, val_x, val_y, grid, batch_size, rows)
+    if centroids is not None:
+        _tune(model, centroids, _features_tensor, val_x, val_y, model.cdgt_config.centroid_weights, batch_size, rows)
+    return table
 
-    remembered = train_x
-    if model.cdgt_config.neighbour_space == "encoder":
-        remembered = np.concatenate([np.asarray(query(train_x[i:i + batch_size]))
-                                     for i in range(0, train_x.shape[0], batch_size)])
-    layer.remember(remembered, train_y)
+
+def _tune(model: Any, layer: Any, query: Callable[[Any], Any], val_x: Any, val_y: Any, grid: Iterable[float],
+          batch_size: int, rows: int) -> dict[float, float]:
+    """Set `layer.weight` (the share of its scores in the model's answer) to the best of `grid` on validation P@5,
+    the model's own answer taken as it stands with the layer's weight at 0; `query` maps an input batch to what
+    the layer reads. Returns (and keeps in `layer.tuning`) validation P@5 per weight."""
     layer.weight.assign(0.0)
 
     def pairs():
         for start in range(0, val_x.shape[0], rows):
             x = val_x[start:start + rows]
             scores = np.asarray(model.predict(_batches(x, batch_size), verbose=0))
-            votes = np.concatenate([layer(query(x[i:i + batch_size])).numpy()
+            extra = np.concatenate([layer(query(x[i:i + batch_size])).numpy()
                                     for i in range(0, x.shape[0], batch_size)])
-            yield scores, votes, sp.csr_matrix(val_y[start:start + rows])
+            yield scores, extra, sp.csr_matrix(val_y[start:start + rows])
 
     best, table = tune_weight(pairs, grid)
     layer.weight.assign(best)

@@ -40,7 +40,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
-    memory = MemoryShape.of(train.features, train.labels) if config.neighbours else None
+    memory = MemoryShape.for_config(config, train.features, train.labels)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
     model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0

@@ -141,7 +141,7 @@ def run_fn(fn_args: Any) -> None:
                           custom.get("code", ""))
 
     remembered = None
-    if config.neighbours:  # the neighbour votes remember the transformed training split
+    if config.neighbours or config.centroid_features:  # the memory layers remember the transformed training split
         no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
         remembered = collect_features(train_files, no_labels), read_labels(train_files, num_labels)
     keras.utils.set_random_seed(config.seed)
@@ -150,7 +150,7 @@ def run_fn(fn_args: Any) -> None:
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
-                          MemoryShape.of(*remembered) if remembered else None)
+                          MemoryShape.for_config(config, *remembered) if remembered else None)
     model, early, steps = setup.model, setup.early_stopping, setup.steps
     start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:

@@ -1,0 +1,126 @@
+"""Label centroids: each label's mean training document, scored by its cosine with an input, beside the players'.
+
+A rare label's few training documents leave little trace in a 512-unit hidden layer, and the neighbour votes
+(cdgt_keras.neighbours) reach it only when one of its documents is among an input's k nearest. A centroid
+summarises all of a label's documents at once: c_l is the sum of the unit-length training rows that carry label l,
+keeping its `max_features` largest entries (a label's summary, and a bound on the memory), scaled to unit length.
+An input x scores label l by max(0, cos(x, c_l)), and the model answers (1 - mu) p + mu centroids, with mu tuned on
+validation like the votes' weight (`cdgt_keras.neighbours.settle`). The centroids ride in the saved and exported
+model as (non-trainable) weights, in the input's (featurized) space.
+
+Example:
+    >>> import scipy.sparse as sp
+    >>> x = sp.csr_matrix([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    >>> y = sp.csr_matrix([[1, 0], [1, 0], [0, 1]])
+    >>> centroid_matrix(x, y).toarray().astype(float).round(3).tolist()   # label 0: rows 0 and 1; label 1: row 2
+    [[0.707, 0.707, 0.0], [0.0, 0.0, 1.0]]
+    >>> layer = LabelCentroids(num_features=3, num_labels=2, nnz=3)
+    >>> layer.remember(x, y)
+    >>> [round(float(v), 3) for v in layer(tf.constant([[1.0, 0.0, 1.0]]))[0]]
+    [0.5, 0.707]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import scipy.sparse as sp
+import tensorflow as tf
+
+CHUNK_ROWS = 32  # query rows scored at once (bounds a large batch's dense query rows: CHUNK_ROWS x features)
+
+
+def centroid_matrix(features: Any, labels: Any, max_features: int = 0) -> sp.csr_matrix:
+    """[L, F] unit-length label centroids: per label, the sum of its training rows (each scaled to unit length),
+    kept to its `max_features` largest entries (0: all; ties go to the lower feature id), scaled to unit length.
+    A label without training rows has an empty row.
+
+    Example:
+        >>> x, y = sp.csr_matrix([[3.0, 1.0, 2.0]]), sp.csr_matrix([[1]])
+        >>> centroid_matrix(x, y, max_features=2).toarray().astype(float).round(3).tolist()  # 3 and 2 kept
+        [[0.832, 0.0, 0.555]]
+    """
+    x = sp.csr_matrix(features, dtype=np.float64)
+    y = sp.csr_matrix(labels, dtype=np.float64)
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"features have {x.shape[0]} rows, labels {y.shape[0]}")
+    norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+    sums = sp.csr_matrix(y.T @ (sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x))
+    sums.sum_duplicates()
+    sums.eliminate_zeros()
+    if max_features and sums.nnz:
+        sums = _largest_per_row(sums, int(max_features))
+    lengths = np.sqrt(np.asarray(sums.multiply(sums).sum(axis=1)).ravel())
+    out = sp.csr_matrix(sp.diags(1.0 / np.maximum(lengths, 1e-12)) @ sums, dtype=np.float32)
+    out.sort_indices()
+    return out
+
+
+def _largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
+    """`m` with each row's `keep` largest entries (ties: the lower column id)."""
+    m.sort_indices()
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    order = np.lexsort((m.indices, -m.data, rows))  # by row, then value descending, then column
+    rank = np.empty(m.nnz, dtype=np.int64)
+    rank[order] = np.arange(m.nnz) - m.indptr[rows[order]]
+    kept = rank < keep
+    return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)
+
+
+def centroid_nnz(features: Any, labels: Any, max_features: int) -> int:
+    """The number of entries `centroid_matrix(features, labels, max_features)` keeps (the layer's weight size)."""
+    return int(centroid_matrix(features, labels, max_features).nnz)
+
+
+@keras.saving.register_keras_serializable(package="cdgt")
+class LabelCentroids(keras.layers.Layer):
+    """Scores [B, L]: max(0, cos(input row, label centroid)) for the `nnz`-entry centroid matrix it remembers."""
+
+    def __init__(self, num_features: int, num_labels: int, nnz: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.num_features, self.num_labels, self.nnz = int(num_features), int(num_labels), int(nnz)
+        frozen = {"trainable": False, "initializer": "zeros"}
+        # the centroids' entries ordered by feature, as (feature, label) index pairs of one SparseTensor [F, L]
+        self.entries = self.add_weight(shape=(self.nnz, 2), dtype="int64", name="entries", **frozen)
+        self.values = self.add_weight(shape=(self.nnz,), dtype="float32", name="values", **frozen)
+        self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
+        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.neighbours.settle
+        self.built = True
+
+    def remember(self, features: Any, labels: Any, max_features: int = 0) -> None:
+        """Store the centroids of these training rows and labels; their size must be the layer's."""
+        c = centroid_matrix(features, labels, max_features)
+        if c.shape != (self.num_labels, self.num_features) or c.nnz != self.nnz:
+            raise ValueError(f"the layer holds {self.nnz} entries of [{self.num_labels}, {self.num_features}] "
+                             f"centroids, got {c.nnz} of {list(c.shape)}")
+        by_feature = sp.csc_matrix(c)
+        by_feature.sort_indices()
+        feature_ids = np.repeat(np.arange(self.num_features, dtype=np.int64), np.diff(by_feature.indptr))
+        self.entries.assign(np.stack([feature_ids, by_feature.indices.astype(np.int64)], axis=1))
+        self.values.assign(by_feature.data.astype(np.float32))
+
+    def call(self, inputs: Any) -> tf.Tensor:
+        query = inputs if isinstance(inputs, tf.SparseTensor) else tf.sparse.from_dense(tf.convert_to_tensor(inputs))
+        query = tf.sparse.SparseTensor(query.indices, tf.cast(query.values, tf.float32), query.dense_shape)
+        batch, width = query.dense_shape[0], query.dense_shape[1]
+        chunks = tf.maximum((batch + CHUNK_ROWS - 1) // CHUNK_ROWS, 1)  # one (empty) chunk for an empty batch
+        table = tf.SparseTensor(self.entries, self.values, [self.num_features, self.num_labels])
+
+        def body(i: tf.Tensor, parts: tf.TensorArray) -> tuple:
+            start = i * CHUNK_ROWS
+            part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([CHUNK_ROWS, width]))
+            part = tf.SparseTensor(part.indices, part.values, tf.stack([tf.minimum(batch - start, CHUNK_ROWS), width]))
+            dense = tf.math.l2_normalize(tf.sparse.to_dense(part), axis=1)
+            scores = tf.transpose(tf.sparse.sparse_dense_matmul(table, dense, adjoint_a=True, adjoint_b=True))
+            return i + 1, parts.write(tf.cast(i, tf.int32), tf.maximum(scores, 0.0))
+
+        parts = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+                               element_shape=tf.TensorShape([None, self.num_labels]))
+        _, parts = tf.while_loop(lambda i, _: i < chunks, body, (tf.constant(0, tf.int64), parts))
+        return tf.reshape(parts.concat(), [-1, self.num_labels])
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "num_features": self.num_features, "num_labels": self.num_labels,
+                "nnz": self.nnz}
