@@ -92,25 +92,27 @@ LEARNER = (
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,learning_rate=0.01]",
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,logit_adjustment=0.25]",
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,dropout=0.3]",
-    "recommended[dropout=0.3,early_stopping_metric=p_at_1,logit_adjustment=0.25,neighbours=0]",
-    "recommended[dropout=0.3,logit_adjustment=0.25,neighbours=0]",
-    "recommended[neighbours=0]",
+    "recommended[centroid_features=0,dropout=0.3,early_stopping_metric=p_at_1,logit_adjustment=0.25,neighbours=0]",
+    "recommended[centroid_features=0,dropout=0.3,logit_adjustment=0.25,neighbours=0]",
+    "recommended[centroid_features=0,neighbours=0]",
     # Round 3 (session of 2026-11-25): input dropout, wide parts with a payoff of their own, the budget.
-    "recommended[input_dropout=0.2,neighbours=0]",
-    "recommended[input_dropout=0.4,neighbours=0]",
-    "recommended[neighbours=0,wide=all,wide_learning_rate=0.02,wide_payoff=own]",
-    "recommended[neighbours=0,wide=all,wide_learning_rate=0.05,wide_payoff=own]",
-    "recommended[epochs=6,neighbours=0]",
-    "recommended[epochs=15,neighbours=0]",
-    "recommended[epochs=20,neighbours=0]",
+    "recommended[centroid_features=0,input_dropout=0.2,neighbours=0]",
+    "recommended[centroid_features=0,input_dropout=0.4,neighbours=0]",
+    "recommended[centroid_features=0,neighbours=0,wide=all,wide_learning_rate=0.02,wide_payoff=own]",
+    "recommended[centroid_features=0,neighbours=0,wide=all,wide_learning_rate=0.05,wide_payoff=own]",
+    "recommended[centroid_features=0,epochs=6,neighbours=0]",
+    "recommended[centroid_features=0,epochs=15,neighbours=0]",
+    "recommended[centroid_features=0,epochs=20,neighbours=0]",
     # Round 4 (session of 2026-11-25): the shared encoder's rows trained by Adagrad's fused kernel.
-    "recommended[encoder_learning_rate=0.03,encoder_optimizer=adagrad,neighbours=0]",
-    "recommended[encoder_learning_rate=0.1,encoder_optimizer=adagrad,neighbours=0]",
-    "recommended[encoder_learning_rate=0.3,encoder_optimizer=adagrad,neighbours=0]",
-    # Round 5 (session of 2026-11-25, later): a listwise term in the payoff; neighbour votes (today's `recommended`).
-    "recommended[listwise_weight=1.0,neighbours=0]",
-    "recommended[listwise_weight=3.0,neighbours=0]",
-    "recommended[listwise_weight=10.0,neighbours=0]",
+    "recommended[centroid_features=0,encoder_learning_rate=0.03,encoder_optimizer=adagrad,neighbours=0]",
+    "recommended[centroid_features=0,encoder_learning_rate=0.1,encoder_optimizer=adagrad,neighbours=0]",
+    "recommended[centroid_features=0,encoder_learning_rate=0.3,encoder_optimizer=adagrad,neighbours=0]",
+    # Round 5 (session of 2026-11-25, later): a listwise term in the payoff; neighbour votes (round 5's `recommended`).
+    "recommended[centroid_features=0,listwise_weight=1.0,neighbours=0]",
+    "recommended[centroid_features=0,listwise_weight=3.0,neighbours=0]",
+    "recommended[centroid_features=0,listwise_weight=10.0,neighbours=0]",
+    "recommended[centroid_features=0]",  # round 5's `recommended`: the votes, no centroids
+    # Round 7 (session of 2026-11-26): label centroids (today's `recommended`).
     "recommended",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
@@ -123,7 +125,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        ("recommended", "cdgt", *BASELINES, *PEERS)),
+        # `recommended[centroid_features=0]`: the shipped preset before its last change (label centroids), beside it
+        ("recommended", "recommended[centroid_features=0]", "cdgt", *BASELINES, *PEERS)),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
         "on the row before it, from the preset shipped before this work to the 1024-unit preset), then the tail tools "

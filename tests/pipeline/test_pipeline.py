@@ -78,7 +78,8 @@ def test_an_unchanged_rerun_comes_from_the_cache_and_pushes_nothing(first, out):
 
 
 def test_crippled_config_is_not_blessed_against_the_first_model(first, out):
-    run_cdgt(out, "--set", "epochs=0", "--set", "neighbours=0")  # untrained, and no neighbour votes to lean on
+    # untrained, and no neighbour votes or label centroids to lean on
+    run_cdgt(out, "--set", "epochs=0", "--set", "neighbours=0", "--set", "centroid_features=0")
     summary = run_summary(str(out / "metadata.sqlite"), NAME)
     assert summary.states["CdgtTrainer"] == "COMPLETE"  # a changed config retrains
     assert summary.artifacts["ModelBlessing"]["properties"]["blessed"] == 0
