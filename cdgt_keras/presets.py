@@ -38,7 +38,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # +1.5 on yeast and +1.4 on delicious (three seeds each) and nothing on debtags or bibtex, where validation
     # gives them a weight of 0 to 0.1. Label centroids (each label's training documents summed, kept to 300
     # entries, scored by cosine and blended in as validation P@5 picks) added PSP@5 +0.6 on debtags and bibtex
-    # (three seeds) and +2.7 on deps with P@1 +0.6 (two seeds), and validation gives them 0 where they add nothing.
+    # (three seeds) and +2.5 on deps with P@1 +0.5, and validation gives them 0 where they add nothing.
     "recommended": {
         "n_players": 3, "overlap": 0.2, "alpha": 2.0, "beta": 0.0, "fusion": "mean", "schedule": "cyclic",
         "rarity": "inverse_sqrt", "correctness": "log_positives", "payoff": "bce", "disagreement": "kl",
