@@ -194,10 +194,10 @@ class CDGTModel(keras.Model):
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts)
         if self.neighbours is not None and not training:
-            fused = self._with_votes(fused, contexts[0] if self.cdgt_config.neighbour_space == "encoder" else inputs)
+            query = contexts[0] if self.cdgt_config.neighbour_space == "encoder" else inputs
+            fused = _blended(fused, self.neighbours, query)
         if self.centroids is not None and not training:
-            w = tf.convert_to_tensor(self.centroids.weight)
-            fused = tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * self.centroids(inputs), lambda: fused)
+            fused = _blended(fused, self.centroids, inputs)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def neighbour_query(self, x: Any) -> Any:
@@ -205,11 +205,6 @@ class CDGTModel(keras.Model):
         if self.cdgt_config.neighbour_space == "encoder":
             return self.shared_encoder(x, training=False)
         return x
-
-    def _with_votes(self, fused: tf.Tensor, inputs: Any) -> tf.Tensor:
-        """(1 - w) p_hat + w votes (cdgt_keras.neighbours); the votes are not computed while w is 0."""
-        w = tf.convert_to_tensor(self.neighbours.weight)
-        return tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * self.neighbours(inputs), lambda: fused)
 
     # ------------------------------------------------------------------------------------------ the game
     def beta_now(self) -> tf.Tensor:
@@ -289,6 +284,13 @@ class CDGTModel(keras.Model):
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CDGTModel:
         return cls(**config)
+
+
+def _blended(fused: tf.Tensor, layer: Any, query: Any) -> tf.Tensor:
+    """(1 - w) p_hat + w layer(query), w the memory layer's tuned weight (the neighbour votes, the label
+    centroids); the layer is not run while w is 0."""
+    w = tf.convert_to_tensor(layer.weight)
+    return tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * layer(query), lambda: fused)
 
 
 def _floored(freq: np.ndarray) -> np.ndarray:

@@ -53,10 +53,15 @@ class MemoryShape:
         return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()),
                    centroid_nnz=cents)
 
+    @staticmethod
+    def wanted(config: Any) -> bool:
+        """Whether `config` asks for a memory of the training split (neighbour votes or label centroids)."""
+        return bool(config.neighbours or config.centroid_features)
+
     @classmethod
     def for_config(cls, config: Any, features: Any, labels: Any) -> MemoryShape | None:
         """The memory `config` asks for (neighbour votes, label centroids), or None when it asks for neither."""
-        if not (config.neighbours or config.centroid_features):
+        if not cls.wanted(config):
             return None
         return cls.of(features, labels, config.centroid_features if config.centroid_features else None)
 

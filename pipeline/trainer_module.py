@@ -141,7 +141,7 @@ def run_fn(fn_args: Any) -> None:
                           custom.get("code", ""))
 
     remembered = None
-    if config.neighbours or config.centroid_features:  # the memory layers remember the transformed training split
+    if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
         no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
         remembered = collect_features(train_files, no_labels), read_labels(train_files, num_labels)
     keras.utils.set_random_seed(config.seed)
