@@ -5,7 +5,7 @@ A rare label's few training documents leave little trace in a 512-unit hidden la
 summarises all of a label's documents at once: c_l is the sum of the unit-length training rows that carry label l,
 keeping its `max_features` largest entries (a label's summary, and a bound on the memory), scaled to unit length.
 An input x scores label l by max(0, cos(x, c_l)), and the model answers (1 - mu) p + mu centroids, with mu tuned on
-validation like the votes' weight (`cdgt_keras.neighbours.settle`). The centroids ride in the saved and exported
+validation like the votes' weight (`cdgt_keras.settling.settle`). The centroids ride in the saved and exported
 model as (non-trainable) weights, in the input's (featurized) space.
 
 Example:
@@ -86,7 +86,7 @@ class LabelCentroids(keras.layers.Layer):
         self.entries = self.add_weight(shape=(self.nnz, 2), dtype="int64", name="entries", **frozen)
         self.values = self.add_weight(shape=(self.nnz,), dtype="float32", name="values", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
-        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.neighbours.settle
+        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
         self.built = True
 
     def remember(self, features: Any, labels: Any, max_features: int = 0) -> None:

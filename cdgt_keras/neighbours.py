@@ -6,7 +6,7 @@ label with at most 8 training documents in their top 5. The training documents t
 `NeighbourVotes` keeps the featurized training rows (unit length) and their label lists as the model's
 (non-trainable) weights, so the votes travel inside the saved and the exported model: for an input x it takes the k
 training rows of highest cosine similarity and scores label l by sum_j s_j y_jl / sum_j s_j (similarities below 0
-count as 0). The model answers (1 - w) p_hat + w votes, with w tuned on validation (`tune_weight`).
+count as 0). The model answers (1 - w) p_hat + w votes, with w tuned on validation (`cdgt_keras.settling`).
 
 Example:
     >>> import scipy.sparse as sp
@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -95,7 +94,7 @@ class NeighbourVotes(keras.layers.Layer):
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
-        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by `settle`
+        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
         self.built = True
 
     def remember(self, features: Any, labels: Any) -> None:
@@ -177,84 +176,3 @@ class NeighbourVotes(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k}
-
-
-def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
-                k: int = 5) -> tuple[float, dict[float, float]]:
-    """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight.
-
-    `pairs()` yields chunks (model scores [n, L], votes [n, L], labels [n, L]) of the validation split; ties go
-    to the smaller weight, so votes that add nothing stay out.
-
-    Example:
-        >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
-        >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5, 0.9), k=1)
-        (0.5, {0.0: 0.0, 0.5: 1.0, 0.9: 1.0})
-    """
-    from cdgt_keras.metrics import precision_at_k
-
-    grid = sorted({float(w) for w in grid})
-    hits, total = dict.fromkeys(grid, 0.0), 0
-    for scores, votes, truth in pairs():
-        n = scores.shape[0]
-        total += n
-        for w in grid:
-            hits[w] += n * precision_at_k(truth, (1.0 - w) * scores + w * votes, k)
-    table = {w: hits[w] / max(total, 1) for w in grid}
-    best = max(grid, key=lambda w: (table[w], -w))
-    return best, table
-
-
-def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
-           batch_size: int = 256, rows: int = 2048) -> dict[float, float]:
-    """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
-    `rows`): the neighbour votes' weight over `grid` (returns validation P@5 per weight), then, with the votes in,
-    the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither
-    is left as is."""
-    from cdgt_keras.inputs import _features_tensor
-
-    layer, centroids = getattr(model, "neighbours", None), getattr(model, "centroids", None)
-    if centroids is not None:
-        centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
-        centroids.weight.assign(0.0)
-    table: dict[float, float] = {}
-    if layer is not None:
-        def query(x: Any) -> tf.Tensor:  # the rows in the votes' space: model.neighbour_query of a batch
-            return model.neighbour_query(_features_tensor(x))
-
-        remembered = train_x
-        if model.cdgt_config.neighbour_space == "encoder":
-            remembered = np.concatenate([np.asarray(query(train_x[i:i + batch_size]))
-                                         for i in range(0, train_x.shape[0], batch_size)])
-        layer.remember(remembered, train_y)
-        table = _tune(model, layer, query, val_x, val_y, grid, batch_size, rows)
-    if centroids is not None:
-        _tune(model, centroids, _features_tensor, val_x, val_y, model.cdgt_config.centroid_weights, batch_size, rows)
-    return table
-
-
-def _tune(model: Any, layer: Any, query: Callable[[Any], Any], val_x: Any, val_y: Any, grid: Iterable[float],
-          batch_size: int, rows: int) -> dict[float, float]:
-    """Set `layer.weight` (the share of its scores in the model's answer) to the best of `grid` on validation P@5,
-    the model's own answer taken as it stands with the layer's weight at 0; `query` maps an input batch to what
-    the layer reads. Returns (and keeps in `layer.tuning`) validation P@5 per weight."""
-    layer.weight.assign(0.0)
-
-    def pairs():
-        for start in range(0, val_x.shape[0], rows):
-            x = val_x[start:start + rows]
-            scores = np.asarray(model.predict(_batches(x, batch_size), verbose=0))
-            extra = np.concatenate([layer(query(x[i:i + batch_size])).numpy()
-                                    for i in range(0, x.shape[0], batch_size)])
-            yield scores, extra, sp.csr_matrix(val_y[start:start + rows])
-
-    best, table = tune_weight(pairs, grid)
-    layer.weight.assign(best)
-    layer.tuning = table  # validation P@5 per weight, for whoever reports the run
-    return table
-
-
-def _batches(x: Any, batch_size: int) -> Any:
-    from cdgt_keras.inputs import make_dataset
-
-    return make_dataset(x, batch_size=batch_size)

@@ -35,8 +35,9 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import RankingMonitor, fit_setup
-    from cdgt_keras.neighbours import MemoryShape, settle
+    from cdgt_keras.neighbours import MemoryShape
     from cdgt_keras.resume import EpochHistory, epoch_batches
+    from cdgt_keras.settling import settle
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)

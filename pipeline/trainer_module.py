@@ -39,8 +39,9 @@ from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
-from cdgt_keras.neighbours import MemoryShape, settle
+from cdgt_keras.neighbours import MemoryShape
 from cdgt_keras.resume import epoch_batches
+from cdgt_keras.settling import settle
 from cdgt_keras.thresholds import tuned_thresholds
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size

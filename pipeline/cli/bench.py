@@ -20,7 +20,7 @@ experiments (--experiments, comma-separated or `all`; default: the profile's):
 profiles (--profile):
 {profiles}
 
-data sets: yeast emotions bibtex corel5k delicious debtags deps synthetic, and -R variants NAME-R30 / NAME-R50
+data sets: {datasets}, and -R variants NAME-R30 / NAME-R50
 (built once from $CDGT_DATA_DIR, default ../shared/data, into --cache-dir).
 methods: cdgt bce single_predictor no_curiosity focal asl rarity_bce paper, and the peers omikuji (Parabel),
 omikuji_bonsai, libmultilabel (one-vs-rest), libmultilabel_tree; config overrides in brackets: cdgt[alpha=0.3],
@@ -36,11 +36,12 @@ examples:
 
 def _help() -> str:
     from cdgt.bench.experiments import EXPERIMENTS, PROFILES
+    from cdgt.pipeline.datasets import DATASETS
 
     exps = "\n".join(f"  {n:18s} {e.title}: {e.what} [{', '.join(e.datasets)}; {e.seeds} seeds]"
                      for n, e in EXPERIMENTS.items())
     profs = "\n".join(f"  {n:18s} {p.what}" for n, p in PROFILES.items())
-    return HELP.format(experiments=exps, profiles=profs)
+    return HELP.format(experiments=exps, profiles=profs, datasets=" ".join(DATASETS))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,9 @@ import scipy.sparse as sp
 from cdgt_keras.centroids import CHUNK_ROWS, LabelCentroids, centroid_matrix
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.inputs import to_sparse_tensor
-from cdgt_keras.neighbours import MemoryShape, settle
+from cdgt_keras.metrics import precision_at_k
+from cdgt_keras.neighbours import MemoryShape
+from cdgt_keras.settling import settle
 
 
 def _reference(x: np.ndarray, y: np.ndarray, keep: int = 0) -> np.ndarray:
@@ -94,6 +96,13 @@ def test_settle_tunes_the_centroids_after_the_votes_and_the_model_round_trips(tm
     assert w == pytest.approx(max(model.neighbours.tuning, key=lambda m: (model.neighbours.tuning[m], -m)))
     assert set(model.centroids.tuning) == {0.0, 0.5} and mu == max(model.centroids.tuning,
                                                                    key=lambda m: (model.centroids.tuning[m], -m))
+    # the centroids' table: validation P@5 of the served answer (the votes in at w) blended with the centroids
+    model.centroids.weight.assign(0.0)
+    served = np.asarray(model(to_sparse_tensor(x)))
+    cents = model.centroids(to_sparse_tensor(x)).numpy()
+    for m, p5 in model.centroids.tuning.items():
+        assert p5 == pytest.approx(precision_at_k(y, (1.0 - m) * served + m * cents, 5), abs=1e-9)
+    model.centroids.weight.assign(mu)
     model.neighbours.weight.assign(0.3)
     model.centroids.weight.assign(0.5)  # set both, whatever validation chose, to check the blend's order
     votes = model.neighbours(to_sparse_tensor(x[:8])).numpy()

@@ -9,7 +9,8 @@ import scipy.sparse as sp
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.inputs import to_sparse_tensor
-from cdgt_keras.neighbours import MemoryShape, NeighbourVotes, settle, tune_weight
+from cdgt_keras.neighbours import MemoryShape, NeighbourVotes
+from cdgt_keras.settling import settle, tune_weight
 
 
 def _reference_votes(train_x: np.ndarray, train_y: np.ndarray, query: np.ndarray, k: int) -> np.ndarray:

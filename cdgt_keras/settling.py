@@ -1,0 +1,135 @@
+"""Settling a trained model's memory: remember the training split in its neighbour votes and label centroids, then
+tune each one's share of the answer on validation P@5 (the votes' weight first, then the centroids' with the votes
+in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu centroids.
+
+Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
+Each validation score is computed once: the model's own answer (both weights at 0), the votes and the centroids,
+chunk by chunk; the blends are formed here, so the votes' pass over the memory (the costly one) is not run again
+while the centroids are tuned. The votes are kept between the two tunings as sparse rows (a row has the labels of
+its k neighbours only), so a large label space holds no extra dense [n, L] matrix.
+
+Example:
+    >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
+    >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5), k=1)   # w = 0.5 ranks label 1 first
+    (0.5, {0.0: 0.0, 0.5: 1.0})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import tensorflow as tf
+
+
+def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
+                k: int = 5) -> tuple[float, dict[float, float]]:
+    """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight.
+
+    `pairs()` yields chunks (model scores [n, L], votes [n, L], labels [n, L]) of the validation split; ties go
+    to the smaller weight, so votes that add nothing stay out.
+
+    Example:
+        >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
+        >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5, 0.9), k=1)
+        (0.5, {0.0: 0.0, 0.5: 1.0, 0.9: 1.0})
+    """
+    from cdgt_keras.metrics import precision_at_k
+
+    grid = sorted({float(w) for w in grid})
+    hits, total = dict.fromkeys(grid, 0.0), 0
+    for scores, votes, truth in pairs():
+        n = scores.shape[0]
+        total += n
+        for w in grid:
+            hits[w] += n * precision_at_k(truth, (1.0 - w) * scores + w * votes, k)
+    table = {w: hits[w] / max(total, 1) for w in grid}
+    best = max(grid, key=lambda w: (table[w], -w))
+    return best, table
+
+
+def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
+           batch_size: int = 256, rows: int = 2048) -> dict[float, float]:
+    """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
+    `rows`): the neighbour votes' weight over `grid` (returns validation P@5 per weight), then, with the votes in,
+    the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither
+    is left as is."""
+    from cdgt_keras.inputs import _features_tensor
+
+    votes, centroids = getattr(model, "neighbours", None), getattr(model, "centroids", None)
+    if votes is None and centroids is None:
+        return {}
+    if centroids is not None:
+        centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
+        centroids.weight.assign(0.0)
+    if votes is not None:
+        remembered = train_x
+        if model.cdgt_config.neighbour_space == "encoder":
+            remembered = np.concatenate([np.asarray(model.neighbour_query(_features_tensor(train_x[i:i + batch_size])))
+                                         for i in range(0, train_x.shape[0], batch_size)])
+        votes.remember(remembered, train_y)
+        votes.weight.assign(0.0)
+    starts = range(0, val_x.shape[0], rows)
+
+    def chunks(with_votes: bool) -> Iterator[tuple[int, np.ndarray, Any]]:
+        """(start, the model's answer with the weights tuned so far, labels), chunk by chunk of validation."""
+        w = float(votes.weight.numpy()) if with_votes and votes is not None else 0.0
+        for start in starts:
+            scores = _bare_scores(model, val_x[start:start + rows], batch_size)
+            if w > 0.0:
+                scores = (1.0 - w) * scores + w * kept[start].toarray()
+            yield start, scores, sp.csr_matrix(val_y[start:start + rows])
+
+    table: dict[float, float] = {}
+    kept: dict[int, sp.csr_matrix] = {}
+    if votes is not None:
+        score = _scorer(lambda x: votes(model.neighbour_query(x)))
+        kept = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
+        table = _tune(votes, lambda: ((p, kept[s].toarray(), y) for s, p, y in chunks(False)), grid)
+    if centroids is not None:
+        score = _scorer(centroids)
+        _tune(centroids, lambda: ((p, score(val_x[s:s + rows], batch_size), y) for s, p, y in chunks(True)),
+              model.cdgt_config.centroid_weights)
+    return table
+
+
+def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],
+          grid: Iterable[float]) -> dict[float, float]:
+    """Set `layer.weight` (its share of the model's answer) to the best of `grid` on the blends of `pairs` (as in
+    tune_weight); returns (and keeps in `layer.tuning`, for whoever reports the run) validation P@5 per weight."""
+    best, table = tune_weight(pairs, grid)
+    layer.weight.assign(best)
+    layer.tuning = table
+    return table
+
+
+def _bare_scores(model: Any, x: Any, batch_size: int) -> np.ndarray:
+    """The model's answer to rows `x` with its memory's weights at 0 (the players' fused output alone); the
+    weights are put back after."""
+    from cdgt_keras.inputs import make_dataset
+
+    layers = [layer for layer in (getattr(model, "neighbours", None), getattr(model, "centroids", None))
+              if layer is not None]
+    weights = [float(layer.weight.numpy()) for layer in layers]
+    for layer in layers:
+        layer.weight.assign(0.0)
+    try:
+        return np.asarray(model.predict(make_dataset(x, batch_size=batch_size), verbose=0))
+    finally:
+        for layer, w in zip(layers, weights):
+            layer.weight.assign(w)
+
+
+def _scorer(layer: Callable[[Any], Any]) -> Callable[[Any, int], np.ndarray]:
+    """A function scoring rows (a scipy or numpy matrix) by `layer`, `batch_size` rows at a time, traced once."""
+    from cdgt_keras.inputs import _features_tensor
+
+    traced = tf.function(layer, reduce_retracing=True)
+
+    def score(x: Any, batch_size: int) -> np.ndarray:
+        return np.concatenate([traced(_features_tensor(x[i:i + batch_size])).numpy()
+                               for i in range(0, x.shape[0], batch_size)])
+
+    return score
