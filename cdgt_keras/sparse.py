@@ -91,6 +91,21 @@ class InputDropout(keras.layers.Layer):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
 
 
+def _summed_rows(gradient: tf.IndexedSlices, dtype: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    """(rows, values) of an IndexedSlices gradient with each row once, duplicates summed. The gradient of
+    `sparse_matmul` names each of the batch's features once already; then the values pass as they are (summing a
+    [U, H] block into itself would be one more pass over it and one more block in memory).
+
+        >>> g = tf.IndexedSlices(tf.constant([[1.0], [2.0], [4.0]]), tf.constant([5, 3, 5]))
+        >>> [t.numpy().ravel().tolist() for t in _summed_rows(g, tf.float32)]
+        [[5, 3], [5.0, 2.0]]
+    """
+    rows, position = tf.unique(gradient.indices)
+    values = tf.cast(gradient.values, dtype)
+    return rows, tf.cond(tf.size(rows) < tf.size(gradient.indices),
+                         lambda: tf.math.unsorted_segment_sum(values, position, tf.size(rows)), lambda: values)
+
+
 @keras.saving.register_keras_serializable(package="cdgt")
 class LazyAdam(keras.optimizers.Adam):
     """Adam; a tf.IndexedSlices gradient updates only its rows (duplicates summed first)."""
@@ -98,8 +113,7 @@ class LazyAdam(keras.optimizers.Adam):
     def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         if not isinstance(gradient, tf.IndexedSlices):
             return super().update_step(gradient, variable, learning_rate)
-        rows, position = tf.unique(gradient.indices)
-        values = tf.math.unsorted_segment_sum(tf.cast(gradient.values, variable.dtype), position, tf.size(rows))
+        rows, values = _summed_rows(gradient, variable.dtype)
         lr = tf.cast(learning_rate, variable.dtype)
         step = tf.cast(self.iterations + 1, variable.dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, variable.dtype), tf.cast(self.beta_2, variable.dtype)
@@ -146,8 +160,7 @@ class SparseAdagrad(keras.optimizers.Adagrad):
             tf.raw_ops.ResourceApplyAdagradV2(var=var_handle, accum=acc_handle, lr=lr, epsilon=epsilon,
                                               grad=tf.cast(gradient, variable.dtype))
             return None
-        rows, position = tf.unique(gradient.indices)
-        values = tf.math.unsorted_segment_sum(tf.cast(gradient.values, variable.dtype), position, tf.size(rows))
+        rows, values = _summed_rows(gradient, variable.dtype)
         tf.raw_ops.ResourceSparseApplyAdagradV2(var=var_handle, accum=acc_handle, lr=lr, epsilon=epsilon,
                                                 grad=values, indices=rows)
         return None
@@ -197,7 +210,6 @@ class SparseRMSprop(keras.optimizers.RMSprop):
         if not isinstance(gradient, tf.IndexedSlices):
             tf.raw_ops.ResourceApplyRMSProp(**handles, **scalars, grad=tf.cast(gradient, dtype))
             return None
-        rows, position = tf.unique(gradient.indices)
-        values = tf.math.unsorted_segment_sum(tf.cast(gradient.values, dtype), position, tf.size(rows))
+        rows, values = _summed_rows(gradient, dtype)
         tf.raw_ops.ResourceSparseApplyRMSProp(**handles, **scalars, grad=values, indices=rows)
         return None

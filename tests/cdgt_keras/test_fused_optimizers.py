@@ -80,6 +80,21 @@ def test_a_sparse_step_is_the_formula_on_the_named_rows_with_duplicates_summed(n
     np.testing.assert_array_equal(var.numpy()[[1, 3]], start[[1, 3]])  # rows never named: untouched
 
 
+@pytest.mark.parametrize("name", sorted(SPARSE_CASES))
+def test_a_sparse_step_on_rows_named_once_is_the_formula(name: str):
+    """Rows named once each (as sparse_matmul's gradient names them), out of order: the values pass unsummed."""
+    make, by_hand = SPARSE_CASES[name]
+    start = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    var, opt = keras.Variable(start.copy()), make()
+    slices = tf.IndexedSlices(tf.constant([[3.0, 1.0, -1.0], [0.5, 0.1, 1.0]]), tf.constant([3, 0]))
+    grad = np.zeros((4, 3))
+    grad[3], grad[0] = [3.0, 1.0, -1.0], [0.5, 0.1, 1.0]
+    for _ in range(2):
+        opt.apply_gradients([(slices, var)])
+    np.testing.assert_allclose(var.numpy()[[0, 3]], by_hand(start, [grad] * 2)[[0, 3]], rtol=1e-5)
+    np.testing.assert_array_equal(var.numpy()[[1, 2]], start[[1, 2]])
+
+
 def test_rmsprop_dense_step_is_the_formula_and_its_first_step_a_tenth_of_adams():
     start = np.array([[1.0, -1.0], [0.5, 2.0]], np.float32)
     var, grad = keras.Variable(start.copy()), np.array([[0.3, -1.0], [2.0, 0.5]], np.float32)

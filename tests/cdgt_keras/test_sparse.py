@@ -63,6 +63,19 @@ def test_lazy_adam_updates_only_present_rows_and_matches_adam_there():
     assert np.abs(lazy_var.numpy()[present] - start[present]).max() > 0.1
 
 
+def test_lazy_adam_sums_a_row_named_twice_as_adam_sums_its_gradient():
+    start = np.random.default_rng(2).standard_normal((4, 2)).astype(np.float32)
+    lazy_var, adam_var = keras.Variable(start.copy()), keras.Variable(start.copy())
+    lazy, adam = LazyAdam(0.1), keras.optimizers.Adam(0.1)
+    twice = tf.IndexedSlices(tf.constant([[1.0, -2.0], [0.5, 0.5], [3.0, 1.0]]), tf.constant([2, 0, 2]))
+    dense = tf.constant([[0.5, 0.5], [0.0, 0.0], [4.0, -1.0], [0.0, 0.0]])
+    for _ in range(3):
+        lazy.apply_gradients([(twice, lazy_var)])
+        adam.apply_gradients([(dense, adam_var)])
+    np.testing.assert_allclose(lazy_var.numpy()[[0, 2]], adam_var.numpy()[[0, 2]], atol=1e-5)
+    np.testing.assert_array_equal(lazy_var.numpy()[[1, 3]], start[[1, 3]])
+
+
 def test_lazy_adam_is_adam_on_dense_gradients():
     start = np.ones((2, 2), np.float32)
     a, b = keras.Variable(start.copy()), keras.Variable(start.copy())
