@@ -114,6 +114,9 @@ LEARNER = (
     "recommended[centroid_features=0]",  # round 5's `recommended`: the votes, no centroids
     # Round 7 (session of 2026-11-26): label centroids (today's `recommended`).
     "recommended",
+    # Round 8 (session of 2026-11-26, later): a narrower encoder for the training time.
+    "recommended[encoder_hidden=256]",
+    "recommended[encoder_hidden=384]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
     f"bce[{_MLP},epochs=15,learning_rate=0.006]",

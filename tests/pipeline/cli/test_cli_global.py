@@ -81,7 +81,7 @@ def test_the_storage_notice_and_tfx_execution_failed_line_are_dropped(caplog):
                       "google-cloud-aiplatform. Please upgrade to google-cloud-storage >= 3.0.0.", FutureWarning,
                       "google.cloud.aiplatform.models")
     assert _shown("the user's own FutureWarning", FutureWarning, "pipeline.train")
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):  # whatever level an earlier test left absl at
         logging.getLogger("absl").error("Execution %d failed.", 3)
         logging.getLogger("absl").error("Execution 3 failed: the user's business")
         logging.getLogger("absl").info("Execution %d succeeded.", 4)
