@@ -113,11 +113,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _epoch_timer():
+def _epoch_timer(label: str = ""):
     import keras
 
     class EpochTimer(keras.callbacks.Callback):
-        """Wall time of each epoch (training steps plus the validation pass)."""
+        """Wall time of each epoch (training steps plus the validation pass); with a `label`, a progress line per
+        epoch (`  deps recommended seed 0: epoch 3/10 in 241.2 s, validation P@5 33.10`): a run on the large sets
+        takes most of an hour, and the bench's own line comes when it ends."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -128,6 +130,11 @@ def _epoch_timer():
 
         def on_epoch_end(self, epoch, logs=None):
             self.seconds.append(time.perf_counter() - self.started)
+            if label:
+                p_at_5 = (logs or {}).get("val_p_at_5")
+                shown = f", validation P@5 {100 * float(p_at_5):.2f}" if p_at_5 is not None else ""
+                print(f"  {label}: epoch {epoch + 1}/{self.params.get('epochs', '?')} in {self.seconds[-1]:.1f} s"
+                      f"{shown}", flush=True)
 
     return EpochTimer()
 
@@ -141,7 +148,7 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
 
     config = spec.method.config(spec.seed)
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
-    timer = _epoch_timer()
+    timer = _epoch_timer(f"{spec.dataset} {spec.method.name} seed {spec.seed}")
     model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
     test_chunks, predict_seconds = timed_chunks(predict_chunks(model, test, config.batch_size))
     body = _evaluate(config, data, predict_chunks(model, validation, config.batch_size), test_chunks)

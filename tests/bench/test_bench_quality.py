@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -181,6 +182,8 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
     first = capsys.readouterr().out
     files = sorted((tmp_path / "out" / "results").glob("*.json"))
     assert len(files) >= 6, first  # 3 data sets x (cdgt, rarity_bce, and omikuji when installed)
+    # a CD-GTMLL run shows each epoch as it ends (indented: the bench's own line per run starts with "[")
+    assert re.search(r"^  .+ seed 0: epoch 2/2 in \d+\.\d s, validation P@5 \d+\.\d\d$", first, re.M), first
     for path in files:
         result = json.loads(path.read_text())
         assert result["schema"] == 1 and result["seed"] == 0
