@@ -113,13 +113,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _epoch_timer(label: str = ""):
+def _epoch_timer(label: str):
     import keras
 
     class EpochTimer(keras.callbacks.Callback):
-        """Wall time of each epoch (training steps plus the validation pass); with a `label`, a progress line per
-        epoch (`  deps recommended seed 0: epoch 3/10 in 241.2 s, validation P@5 33.10`): a run on the large sets
-        takes most of an hour, and the bench's own line comes when it ends."""
+        """Wall time of each epoch (training steps plus the validation pass), and a progress line per epoch
+        (`  deps recommended seed 0: epoch 3/10 in 241.2 s, validation P@5 33.10`): a run on the large sets takes
+        most of an hour, and the bench's own line comes when it ends."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -130,11 +130,10 @@ def _epoch_timer(label: str = ""):
 
         def on_epoch_end(self, epoch, logs=None):
             self.seconds.append(time.perf_counter() - self.started)
-            if label:
-                p_at_5 = (logs or {}).get("val_p_at_5")
-                shown = f", validation P@5 {100 * float(p_at_5):.2f}" if p_at_5 is not None else ""
-                print(f"  {label}: epoch {epoch + 1}/{self.params.get('epochs', '?')} in {self.seconds[-1]:.1f} s"
-                      f"{shown}", flush=True)
+            p_at_5 = (logs or {}).get("val_p_at_5")
+            shown = f", validation P@5 {100 * float(p_at_5):.2f}" if p_at_5 is not None else ""
+            print(f"  {label}: epoch {epoch + 1}/{self.params.get('epochs', '?')} in {self.seconds[-1]:.1f} s{shown}",
+                  flush=True)
 
     return EpochTimer()
 

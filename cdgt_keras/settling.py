@@ -44,10 +44,19 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
         n = scores.shape[0]
         total += n
         for w in grid:
-            hits[w] += n * precision_at_k(truth, (1.0 - w) * scores + w * votes, k)
+            hits[w] += n * precision_at_k(truth, blend(scores, votes, w), k)
     table = {w: hits[w] / max(total, 1) for w in grid}
     best = max(grid, key=lambda w: (table[w], -w))
     return best, table
+
+
+def blend(scores: np.ndarray, extra: np.ndarray, weight: float) -> np.ndarray:
+    """(1 - weight) scores + weight extra: a memory layer's share of the answer, as the model blends it.
+
+        >>> blend(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 0.25).tolist()
+        [0.75, 0.25]
+    """
+    return (1.0 - weight) * scores + weight * extra
 
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
@@ -72,18 +81,19 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         votes.remember(remembered, train_y)
         votes.weight.assign(0.0)
     starts = range(0, val_x.shape[0], rows)
+    layers = [layer for layer in (votes, centroids) if layer is not None]
+    kept: dict[int, sp.csr_matrix] = {}  # the votes of each validation chunk, once scored
 
     def chunks(with_votes: bool) -> Iterator[tuple[int, np.ndarray, Any]]:
         """(start, the model's answer with the weights tuned so far, labels), chunk by chunk of validation."""
         w = float(votes.weight.numpy()) if with_votes and votes is not None else 0.0
         for start in starts:
-            scores = _bare_scores(model, val_x[start:start + rows], batch_size)
+            scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
             if w > 0.0:
-                scores = (1.0 - w) * scores + w * kept[start].toarray()
+                scores = blend(scores, kept[start].toarray(), w)
             yield start, scores, sp.csr_matrix(val_y[start:start + rows])
 
     table: dict[float, float] = {}
-    kept: dict[int, sp.csr_matrix] = {}
     if votes is not None:
         score = _scorer(lambda x: votes(model.neighbour_query(x)))
         kept = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
@@ -105,13 +115,11 @@ def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray,
     return table
 
 
-def _bare_scores(model: Any, x: Any, batch_size: int) -> np.ndarray:
-    """The model's answer to rows `x` with its memory's weights at 0 (the players' fused output alone); the
-    weights are put back after."""
+def _bare_scores(model: Any, layers: list[Any], x: Any, batch_size: int) -> np.ndarray:
+    """The model's answer to rows `x` with its memory `layers`' weights at 0 (the players' fused output alone);
+    the weights are put back after."""
     from cdgt_keras.inputs import make_dataset
 
-    layers = [layer for layer in (getattr(model, "neighbours", None), getattr(model, "centroids", None))
-              if layer is not None]
     weights = [float(layer.weight.numpy()) for layer in layers]
     for layer in layers:
         layer.weight.assign(0.0)
