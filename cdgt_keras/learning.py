@@ -159,11 +159,13 @@ class StopOnNonFiniteLoss(keras.callbacks.Callback):
 
 def early_stopping(config: CDGTConfig) -> keras.callbacks.EarlyStopping | None:
     """Stop when val_<early_stopping_metric> has not improved for `early_stopping_patience` epochs; keep the best
-    weights. None when patience is 0. The payoff (not the loss -Phi): the literal KL reward can raise Phi while
-    predictions get worse."""
+    weights (copied on the device: stopping.py). None when patience is 0. The payoff (not the loss -Phi): the
+    literal KL reward can raise Phi while predictions get worse."""
+    from cdgt_keras.stopping import EarlyStopping
+
     if config.early_stopping_patience <= 0:
         return None
-    return keras.callbacks.EarlyStopping(monitor=f"val_{config.early_stopping_metric}", mode="max",
+    return EarlyStopping(monitor=f"val_{config.early_stopping_metric}", mode="max",
                                          patience=config.early_stopping_patience, restore_best_weights=True)
 
 

@@ -32,7 +32,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     import keras
 
     from cdgt_keras import checkpoint
-    from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor
+    from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor, without_autotuning
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import RankingMonitor, fit_setup
     from cdgt_keras.neighbours import MemoryShape
@@ -63,7 +63,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     examples = tf.data.Dataset.from_tensor_slices((_features_tensor(train.features),
                                                    to_sparse_tensor(train.labels)))
     data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, config.epochs, steps)
-    fitted = model.fit(data.prefetch(tf.data.AUTOTUNE), steps_per_epoch=steps, initial_epoch=start,
+    fitted = model.fit(without_autotuning(data), steps_per_epoch=steps, initial_epoch=start,
                        validation_data=make_dataset(validation.features, validation.labels,
                                                     batch_size=config.batch_size),
                        epochs=config.epochs, callbacks=callbacks, verbose=0)

@@ -37,6 +37,7 @@ from cdgt_keras import checkpoint
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import LABELS, model_input, multi_hot, read_labels
+from cdgt_keras.inputs import without_autotuning
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
@@ -84,12 +85,12 @@ def train_dataset(files: list[str], parse: Any, batch_size: int, num_train: int,
     (cdgt_keras/resume.py: each epoch shuffled by (seed, epoch, pass) only), within a window of _SHUFFLE_LIMIT."""
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     ds = epoch_batches(records, num_train, batch_size, seed, start_epoch, epochs, steps_per_epoch, _SHUFFLE_LIMIT)
-    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
 
 def eval_dataset(files: list[str], parse: Any, batch_size: int) -> tf.data.Dataset:
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    return records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return without_autotuning(records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
 
 def collect_features(files: list[str], parse: Any, batch_size: int = 4096) -> sp.csr_matrix:

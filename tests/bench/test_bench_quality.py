@@ -195,6 +195,8 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
         if result["method"]["kind"] == "cdgt":
             assert result["config"]["epochs"] == 2 and result["history"]["kl_tail"]
             assert len(result["specialisation"]) == result["config"]["n_players"]
+            # CI builds the fused kernel (tests/cdgt_keras/test_kernels.py); the record says what trained the encoder
+            assert result["encoder_update"] == "fused" or result["encoder_update"].startswith("TensorFlow ops (")
         assert not math.isnan(result["metrics"]["overall"]["micro_f1"])
     report = (tmp_path / "out" / "REPORT.md").read_text()
     assert "| method | Micro-F1 |" in report and "| claim | paper | ours | verdict |" in report
