@@ -31,6 +31,7 @@ REGISTER_OP("CdgtLazyAdamRows")
     .Input("beta_2: float")
     .Input("epsilon: float")
     .Attr("Tindices: {int32, int64}")
+    .SetIsStateful()  // it writes variables: never pruned, folded or reordered past their other reads and writes
     .SetShapeFn([](shape_inference::InferenceContext*) { return absl::OkStatus(); })
     .Doc("Adam on the named rows (each named once) of var, m and v, in place, in one pass.");
 
