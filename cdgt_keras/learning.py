@@ -166,7 +166,7 @@ def early_stopping(config: CDGTConfig) -> keras.callbacks.EarlyStopping | None:
     if config.early_stopping_patience <= 0:
         return None
     return EarlyStopping(monitor=f"val_{config.early_stopping_metric}", mode="max",
-                                         patience=config.early_stopping_patience, restore_best_weights=True)
+                         patience=config.early_stopping_patience, restore_best_weights=True)
 
 
 @dataclass
