@@ -9,7 +9,8 @@ The library is built once per TensorFlow version, source and machine into a cach
 else `$XDG_CACHE_HOME/cdgt/kernels`, else `~/.cache/cdgt/kernels`), with `CXX` (default g++) and TensorFlow's own
 compile and link flags; it takes about 10 s. `CDGT_FUSED_KERNELS=0` keeps to TensorFlow's ops.
 
-    >>> kernel_status() in {"fused", "not built yet"} or kernel_status().startswith("TensorFlow ops")
+    >>> op = lazy_adam_rows()                    # built here on first use (or None, with a warning saying why)
+    >>> (op is not None) == (kernel_status() == "fused")
     True
 """
 
