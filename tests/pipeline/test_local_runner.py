@@ -85,3 +85,19 @@ def test_tensorflow_shutdown_noise_is_dropped_and_other_exceptions_kept():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0
     assert "AtomicFunction" not in done.stderr and "the user's own" in done.stderr, done.stderr
+
+
+def test_scratch_directory_holds_the_runs_temporary_files_and_is_removed_even_on_failure(monkeypatch):
+    import os
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", "/somewhere/else")
+    before = tempfile.gettempdir()
+    with pytest.raises(RuntimeError, match="component failed"):
+        with local_runner.scratch_directory() as scratch:
+            made = tempfile.mkdtemp()
+            Path(made, "sdist.tar.gz").write_bytes(b"x" * 1000)
+            assert Path(made).parent == Path(scratch) and os.environ["TMPDIR"] == scratch
+            raise RuntimeError("component failed")
+    assert not Path(scratch).exists()
+    assert tempfile.gettempdir() == before and os.environ["TMPDIR"] == "/somewhere/else"

@@ -35,10 +35,20 @@ def out(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("pipeline")
 
 
+def ephemeral_packages() -> set[str]:
+    """TFX's throw-away source packages of itself in the temporary directory (one per Beam component run)."""
+    import tempfile
+
+    return set(glob.glob(str(Path(tempfile.gettempdir()) / "*" / "build" / "tfx")))
+
+
 @pytest.fixture(scope="module")
 def first(out):
+    before = ephemeral_packages()
     run_cdgt(out)
-    return run_summary(str(out / "metadata.sqlite"), NAME)
+    summary = run_summary(str(out / "metadata.sqlite"), NAME)
+    summary.leftovers = ephemeral_packages() - before
+    return summary
 
 
 def test_first_run_completes_blesses_and_pushes(first, out, capsys):
@@ -53,6 +63,7 @@ def test_first_run_completes_blesses_and_pushes(first, out, capsys):
     metrics = json.loads((Path(first.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
     assert set(metrics["report"]) == {"overall", "head", "tail"}
     assert metrics["report"]["overall"]["p_at_1"] > 0.5
+    assert not first.leftovers, f"the run left TFX's packages in the temporary directory: {first.leftovers}"
 
 
 def test_tensorboard_logs_scalars_images_and_hparams(first):
@@ -121,7 +132,8 @@ def test_pipeline_killed_mid_training_resumes_to_the_same_model(first, tmp_path)
 
     out = tmp_path / "killed"
     command = [sys.executable, "-m", "cdgt.pipeline.cli", "run", "--output", str(out), *CONFIG]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    (tmp_path / "tmp").mkdir()  # the killed run cannot remove its scratch directory: keep it with the test's files
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TMPDIR": str(tmp_path / "tmp")}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while _checkpoint_epoch(out) < 2 and proc.poll() is None and time.monotonic() < deadline:
