@@ -44,7 +44,11 @@ class Record:
 
 def to_tf_example(record: Record) -> bytes:
     """Serialize as a tf.Example: labels, id, and features | feature_ids + feature_values | text (the keys of
-    cdgt_keras.features, the contract every reader of a built split shares)."""
+    cdgt_keras.features, the contract every reader of a built split shares).
+
+    The features map is written in key order (`deterministic=True`): protobuf otherwise writes a map in an order that
+    changes from one process to the next, and two builds of the same data would hold different bytes (and SHA-256s
+    in their manifests)."""
     from tensorflow.core.example import example_pb2, feature_pb2
 
     def ints(values: Any) -> feature_pb2.Feature:
@@ -64,7 +68,7 @@ def to_tf_example(record: Record) -> bytes:
         feature[SPARSE_VALUES] = floats(record.feature_values)
     else:
         feature[DENSE] = floats(record.dense or ())
-    return example_pb2.Example(features=feature_pb2.Features(feature=feature)).SerializeToString()
+    return example_pb2.Example(features=feature_pb2.Features(feature=feature)).SerializeToString(deterministic=True)
 
 
 def labels_of_tf_example(serialized: bytes) -> list[int]:
