@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -197,14 +198,20 @@ def _make_vocabulary(counts: dict, fixed: Any, open_ids: bool, options: BuildOpt
     return vocab
 
 
+RECORD_ORDER = "by id, numbers in ids by value (in_id_order)"  # the manifest's `record_order`
+
+
 def _write_splits(records: Any, out: str) -> Any:
-    """One gzipped TFRecord set per split; returns the PCollection of written file names."""
+    """One gzipped TFRecord set per split, its records in the order of their ids (in_id_order); returns the
+    PCollection of written file names."""
     parts = records | "BySplit" >> beam.Partition(lambda r, _: SPLITS.index(r.split), len(SPLITS))
     written = []
     for split, part in zip(SPLITS, parts):
         written.append(
             part
-            | f"Encode_{split}" >> beam.Map(_encode, split)
+            | f"Encode_{split}" >> beam.Map(lambda r, s: (r.id, _encode(r, s)), split)
+            | f"Gather_{split}" >> beam.combiners.ToList()
+            | f"Order_{split}" >> beam.FlatMap(in_id_order)
             | f"Write_{split}"
             >> beam.io.WriteToTFRecord(
                 os.path.join(out, split, "data"),
@@ -213,6 +220,28 @@ def _write_splits(records: Any, out: str) -> Any:
             )
         )
     return written | "WrittenFiles" >> beam.Flatten()
+
+
+def in_id_order(encoded: list[tuple[str, bytes]]) -> list[bytes]:
+    """The serialized records of one split sorted by id, numbers in ids by value (`f.arff:9` before `f.arff:10`,
+    so records numbered by their line keep the file's order), then by their bytes.
+
+    Why: the order in which a Beam runner hands records to the writer changes with how the sources were listed and
+    from one process to the next, and a split's order decides which rows one seed puts in each batch: two builds
+    of the same data trained different models. Sorted, every build of the same data holds the same bytes (on the
+    local runner, which writes one file per split in the order it receives). The split is gathered on one worker,
+    which holds it in memory once more (the in-memory DirectRunner holds all of it already).
+
+    Example:
+        >>> in_id_order([("f.arff:10", b"2"), ("f.arff:9", b"9"), ("a", b"1")])
+        [b'1', b'9', b'2']
+    """
+    return [data for _, _, data in sorted((_natural(key), key, data) for key, data in encoded)]
+
+
+def _natural(key: str) -> tuple[tuple[int, int | str], ...]:
+    """`key` cut into runs of digits (compared as numbers) and of other characters."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", key) if part)
 
 
 def _encode(record: Record, split: str) -> bytes:
@@ -267,6 +296,7 @@ def _finish(
             "positives_removed": sum(len(v) for v in plan.values()),
             "selection": rare_variants.__doc__.split("\n\n")[1].replace("\n", " "),
         }
+    extra["record_order"] = RECORD_ORDER
     extra["data_files"] = sorted(os.path.relpath(p, options.out) for p in written)
     extra["data_sha256"] = {os.path.relpath(p, options.out): manifest.sha256_file(p) for p in sorted(written)}
     result = manifest.assemble(static, counts, rejects, notes, vocab.names, extra)

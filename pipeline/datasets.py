@@ -146,12 +146,17 @@ def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, ro
 
 
 def _stale(out: Path, name: str) -> bool:
-    """Whether the cached build of a registered name kept other labels than its spec says (an older registry)."""
+    """Whether the cached build of a registered name kept other labels than its spec says (an older registry) or
+    was written before each split's records were put in id order (its order depended on the build's process)."""
     spec = DATASETS.get(name)
     if spec is None or spec.format == "synthetic":
         return False
-    options = json.loads((out / "manifest.json").read_text()).get("options", {})
-    return int(options.get("min_label_count", 0)) != spec.min_label_count
+    from cdgt.components.example_gen import RECORD_ORDER
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    options = manifest.get("options", {})
+    return (int(options.get("min_label_count", 0)) != spec.min_label_count
+            or manifest.get("record_order") != RECORD_ORDER)
 
 
 def _build_folder(name: str, root: Path, out: Path, beam: list[str] | None, log: Callable[[str], None]) -> Path:

@@ -85,6 +85,17 @@ def test_a_cached_build_with_another_label_rule_is_rebuilt(tmp_path: Path):
     assert _manifest(build_named("deps", tmp_path / "cache", root=tmp_path / "data"))["options"]["min_label_count"] == 2
 
 
+def test_a_cached_build_from_before_the_id_order_is_rebuilt(tmp_path: Path):
+    """A cache written before splits were put in id order (its record order depended on the process) is rebuilt."""
+    _write_targets_catalogue(tmp_path / "data" / "debian-bookworm")
+    out = build_named("deps", tmp_path / "cache", root=tmp_path / "data")
+    manifest = _manifest(out)
+    assert manifest["record_order"].startswith("by id")
+    del manifest["record_order"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert "record_order" in _manifest(build_named("deps", tmp_path / "cache", root=tmp_path / "data"))
+
+
 def test_a_built_name_is_reused_and_a_rare_variant_builds_its_base_first(tmp_path: Path):
     root = tmp_path / "data"
     write_debian_catalogue(root / "debian-bookworm")
