@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,15 @@ def test_pipeline_killed_mid_training_resumes_to_the_same_model(first, tmp_path)
     assert "resuming from the checkpoint after epoch" in rerun.stdout
     summary = run_summary(str(out / "metadata.sqlite"), NAME)
     assert summary.states["Transform"] == "CACHED" and summary.states["CdgtTrainer"] == "COMPLETE"
+    # Epoch by epoch first, so that a failure says where the runs part: at the first resumed epoch (the resume), at
+    # none (what follows training), or not at all while the metrics differ.
+    start = int(re.search(r"resuming from the checkpoint after epoch (\d+)", rerun.stdout).group(1))
+    histories = [json.loads((Path(s.artifacts["ModelRun"]["uri"]) / "history.json").read_text())
+                 for s in (first, summary)]
+    for key in ("loss", "val_loss", "val_p_at_5"):
+        assert histories[1][key] == histories[0][key][start:], (
+            f"killed at checkpoint epoch {epoch}, resumed after epoch {start}: {key} per epoch differs",
+            histories[0][key], histories[1][key])
     resumed = json.loads((Path(summary.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
     reference = json.loads((Path(first.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
     for row in ("overall", "head", "tail"):
