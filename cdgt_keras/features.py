@@ -64,14 +64,15 @@ def stack_labels(parts: Sequence[sp.csr_matrix], num_labels: int) -> sp.csr_matr
     return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, num_labels), dtype=np.uint8)
 
 
-def read_labels(files: Sequence[str], num_labels: int, batch_size: int = 4096) -> sp.csr_matrix:
-    """The label-id lists of gzipped tf.Example TFRecords (raw or transformed: both carry `labels`) as one 0/1
-    csr [n, L], batch by batch."""
+def read_labels(files: Sequence[str] | Any, num_labels: int, batch_size: int = 4096) -> sp.csr_matrix:
+    """The label-id lists of gzipped tf.Example TFRecords (raw or transformed: both carry `labels`), or of a
+    tf.data.Dataset of serialized tf.Examples, as one 0/1 csr [n, L], batch by batch."""
     import tensorflow as tf
 
     spec = label_spec()
-    parts = [labels_csr(tf.io.parse_example(batch, spec)[LABELS], num_labels)
-             for batch in tf.data.TFRecordDataset(list(files), compression_type="GZIP").batch(batch_size)]
+    records = files if isinstance(files, tf.data.Dataset) else tf.data.TFRecordDataset(
+        list(files), compression_type="GZIP")
+    parts = [labels_csr(tf.io.parse_example(batch, spec)[LABELS], num_labels) for batch in records.batch(batch_size)]
     return stack_labels(parts, num_labels)
 
 

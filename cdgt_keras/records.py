@@ -27,6 +27,19 @@ from cdgt_keras.features import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, 
 SPLITS = ("train", "validation", "test")
 
 
+def id_order_key(record_id: str) -> tuple[tuple[int, int | str], ...]:
+    """The sort key of a record's id: runs of digits compared as numbers, the rest as text. A built split is written
+    in this order (components.example_gen.in_id_order) and the TFX Trainer reads its transformed split in it, so
+    every road trains on one order.
+
+        >>> sorted(["f.arff:10", "f.arff:9", "a"], key=id_order_key)
+        ['a', 'f.arff:9', 'f.arff:10']
+    """
+    import re
+
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", record_id) if part)
+
+
 def read_manifest(directory: str | Path) -> dict[str, Any]:
     """The manifest.json of a built data directory (a local path or a URI such as gs://), with a clear error
     when it is missing."""

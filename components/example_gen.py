@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -31,7 +30,7 @@ from cdgt.components.formats.record import Record, to_tf_example
 from cdgt.components.formats.vocabulary import Vocabulary, build_vocabulary
 from cdgt.components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.records import SPLITS
+from cdgt_keras.records import SPLITS, id_order_key
 
 ON_ERROR = ("fail", "skip")
 BUILD_ERROR_FILE = "build_error.json"  # why a build failed, for the driver to raise; never left by a finished build
@@ -236,12 +235,7 @@ def in_id_order(encoded: list[tuple[str, bytes]]) -> list[bytes]:
         >>> in_id_order([("f.arff:10", b"2"), ("f.arff:9", b"9"), ("a", b"1")])
         [b'1', b'9', b'2']
     """
-    return [data for _, _, data in sorted((_natural(key), key, data) for key, data in encoded)]
-
-
-def _natural(key: str) -> tuple[tuple[int, int | str], ...]:
-    """`key` cut into runs of digits (compared as numbers) and of other characters."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", key) if part)
+    return [data for _, _, data in sorted((id_order_key(key), key, data) for key, data in encoded)]
 
 
 def _encode(record: Record, split: str) -> bytes:

@@ -36,11 +36,12 @@ from cdgt.serving.export import export_serving_model
 from cdgt_keras import checkpoint
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
-from cdgt_keras.features import LABELS, model_input, multi_hot, read_labels
+from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.inputs import without_autotuning
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
+from cdgt_keras.records import id_order_key
 from cdgt_keras.resume import epoch_batches
 from cdgt_keras.settling import settle
 from cdgt_keras.thresholds import tuned_thresholds
@@ -79,21 +80,49 @@ def _parser(tft_output: Any, kind: str, width: int, num_labels: int, with_labels
     return parse
 
 
-def train_dataset(files: list[str], parse: Any, batch_size: int, num_train: int, seed: int, start_epoch: int,
+Records = list[str] | tf.data.Dataset  # a split's files, or its serialized records (split_records)
+
+
+def split_records(files: list[str], limit: int = _SHUFFLE_LIMIT) -> Records:
+    """The serialized records of a transformed split in id order (cdgt_keras.records.id_order_key): the order
+    `cdgt train` reads the built split in. ImportExampleGen reshuffles what it imports (TFX 1.16 write_split.py;
+    on the local runner it moves a few records), and one seed's batches depend on the order, so without this the
+    two roads trained different models. A split without ids, or of more than `limit` records (not held in memory),
+    stays in its files' order: its files are returned."""
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    spec = {ID: tf.io.FixedLenFeature([1], tf.string, default_value=[b""])}
+    data: list[bytes] = []
+    ids: list[str] = []
+    for batch in records.batch(4096):
+        found = tf.io.parse_example(batch, spec)[ID].numpy()[:, 0]
+        if not found.all() or len(data) + len(found) > limit:
+            return files
+        data.extend(batch.numpy())
+        ids.extend(value.decode("utf-8") for value in found)
+    order = sorted(range(len(data)), key=lambda i: (id_order_key(ids[i]), data[i]))
+    return tf.data.Dataset.from_tensor_slices(np.array([data[i] for i in order], dtype=object))
+
+
+def _records(source: Records) -> tf.data.Dataset:
+    if isinstance(source, tf.data.Dataset):
+        return source
+    return tf.data.TFRecordDataset(source, compression_type="GZIP")
+
+
+def train_dataset(source: Records, parse: Any, batch_size: int, num_train: int, seed: int, start_epoch: int,
                   epochs: int, steps_per_epoch: int | None = None) -> tf.data.Dataset:
     """Epochs start_epoch..epochs-1 of the records in the one resumable order `cdgt train` uses too
     (cdgt_keras/resume.py: each epoch shuffled by (seed, epoch, pass) only), within a window of _SHUFFLE_LIMIT."""
-    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    ds = epoch_batches(records, num_train, batch_size, seed, start_epoch, epochs, steps_per_epoch, _SHUFFLE_LIMIT)
+    ds = epoch_batches(_records(source), num_train, batch_size, seed, start_epoch, epochs, steps_per_epoch,
+                       _SHUFFLE_LIMIT)
     return without_autotuning(ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
 
-def eval_dataset(files: list[str], parse: Any, batch_size: int) -> tf.data.Dataset:
-    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    return without_autotuning(records.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE))
+def eval_dataset(source: Records, parse: Any, batch_size: int) -> tf.data.Dataset:
+    return without_autotuning(_records(source).batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
 
-def collect_features(files: list[str], parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
+def collect_features(files: Records, parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
     """The model input of a split (`parse` without labels: transformed features, sparse or dense) as a csr matrix,
     batch by batch: what the neighbour votes remember (cdgt_keras.neighbours)."""
     parts = []
@@ -138,14 +167,15 @@ def run_fn(fn_args: Any) -> None:
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     width = model_width(kind, int(data.get("num_features") or 0), tft_output)
     train_files, val_files = _files(fn_args.train_files), _files(fn_args.eval_files)
+    train_records, val_records = split_records(train_files), split_records(val_files)
     parse = _parser(tft_output, kind, width, num_labels)
     ckpt = checkpoint_dir(custom["checkpoint_root"], config, train_files, custom["label_stats_uri"],
                           custom.get("code", ""))
 
+    no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
     remembered = None
     if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
-        no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
-        remembered = collect_features(train_files, no_labels), read_labels(train_files, num_labels)
+        remembered = collect_features(train_records, no_labels), read_labels(train_records, num_labels)
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
@@ -157,18 +187,18 @@ def run_fn(fn_args: Any) -> None:
     start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:
         print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
-    val_x = eval_dataset(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False), config.batch_size)
-    val_labels = read_labels(val_files, num_labels)
+    val_x = eval_dataset(val_records, no_labels, config.batch_size)
+    val_labels = read_labels(val_records, num_labels)
     report = ValidationReport(val_x, val_labels, stats, config)
     callbacks = setup.callbacks(config, [report, CdgtTensorBoard(fn_args.model_run_dir, report)],
                                 [checkpoint.TrainingCheckpoint(ckpt, early), EpochLine()])
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
-    history = fit(model, config, train_dataset(train_files, parse, config.batch_size, int(stats["num_train"]),
+    history = fit(model, config, train_dataset(train_records, parse, config.batch_size, int(stats["num_train"]),
                                                config.seed, start, config.epochs, steps),
-                  eval_dataset(val_files, parse, config.batch_size), steps, start, callbacks, early)
+                  eval_dataset(val_records, parse, config.batch_size), steps, start, callbacks, early)
 
     if remembered:
-        val_features = collect_features(val_files, _parser(tft_output, kind, width, num_labels, with_labels=False))
+        val_features = collect_features(val_records, no_labels)
         settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size)
     with quiet_exhausted_input():
         val_probs = np.asarray(model.predict(val_x, verbose=0))

@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from cdgt_keras.features import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, X
+from cdgt_keras.features import DENSE, ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, X
 from cdgt_keras.featurizer import z_score
 from cdgt_keras.text import TextOptions, smoothed_idf, tfidf, tokens, unique_per_row
 
@@ -73,6 +73,8 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any] | Non
     outputs: dict[str, Any] = {}
     if LABELS in inputs:
         outputs[LABELS] = inputs[LABELS]
+    if ID in inputs:  # the Trainer reads each split in id order, the order `cdgt train` trains on
+        outputs[ID] = inputs[ID]
     if kind == "dense":
         x = tf.cast(inputs[DENSE], tf.float64)  # float64 statistics, as the fast path computes them
         outputs[X] = z_score(x, tft.mean(x, reduce_instance_dims=False), tft.var(x, reduce_instance_dims=False))

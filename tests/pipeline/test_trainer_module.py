@@ -51,3 +51,41 @@ def test_an_epoch_of_a_small_split_spans_several_shuffled_passes(tmp_path):
     resumed = [b.numpy().tolist() for b in train_dataset([path], lambda b: b, 4, 10, seed=0, start_epoch=1,
                                                          epochs=2, steps_per_epoch=7)]
     assert resumed == batches[7:]
+
+
+def _write_examples(path, ids: list[str | None]) -> list[str]:
+    """A gzipped TFRecord of tf.Examples with these ids (None: no id) and labels [i]; returns [path]."""
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for i, record_id in enumerate(ids):
+            feature = {"labels": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+            if record_id is not None:
+                feature["id"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[record_id.encode()]))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return [str(path)]
+
+
+def _labels(records) -> list[int]:
+    return [int(tf.train.Example.FromString(r).features.feature["labels"].int64_list.value[0])
+            for r in records.as_numpy_iterator()]
+
+
+def test_a_split_is_read_in_id_order_the_order_cdgt_train_reads_the_built_split_in(tmp_path):
+    """ImportExampleGen moves records about; the Trainer puts them back in id order (numbers by value), and the
+    labels read from the same records stay aligned with them."""
+    from cdgt.pipeline.trainer_module import split_records
+    from cdgt_keras.features import read_labels
+
+    files = _write_examples(tmp_path / "t.gz", ["f.arff:10", "f.arff:9", "b", "f.arff:100", "a"])
+    records = split_records(files)
+    assert _labels(records) == [4, 2, 1, 0, 3]  # a, b, f.arff:9, f.arff:10, f.arff:100
+    assert read_labels(records, 5).toarray().argmax(axis=1).tolist() == [4, 2, 1, 0, 3]
+
+
+def test_a_split_without_ids_or_too_large_to_hold_keeps_its_files_order(tmp_path):
+    from cdgt.pipeline.trainer_module import split_records
+
+    no_ids = _write_examples(tmp_path / "n.gz", ["b", None, "a"])
+    assert split_records(no_ids) == no_ids
+    many = _write_examples(tmp_path / "m.gz", ["b", "a", "c"])
+    assert split_records(many, limit=2) == many
+    assert _labels(split_records(many, limit=3)) == [1, 0, 2]
