@@ -46,39 +46,55 @@ def _replica_scale() -> float:
     return 1.0 / tf.distribute.get_strategy().num_replicas_in_sync
 
 
+def reuses_first_forward(model: CDGTModel) -> bool:
+    """Whether a player's turn can read its probabilities from the batch's first forward pass: when the players
+    share the encoder and their heads draw no dropout, player i's head at its turn (its parameters untouched since
+    the batch began, the context fixed) computes exactly what it computed then."""
+    cfg = model.cdgt_config
+    return not model.player_encoders and (not cfg.head_hidden or cfg.dropout == 0)
+
+
 def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
     """One batch of cyclic best response; returns the game terms at the start of the batch (as Keras logs
     the loss before its update).
 
     The shared encoder runs once and its gradient on Phi is taken at the batch's starting parameters (so
-    N=1, alpha=0 is exactly plain BCE training); it is applied after the players' sweep.
+    N=1, alpha=0 is exactly plain BCE training); it is applied after the players' sweep. Each player's heads run
+    twice a batch: in the first forward pass (whose tape, kept, gives the player its gradient at its turn when
+    `reuses_first_forward`; else the player runs its head again at its turn) and once more after its update for
+    the players after it (2N - 1 passes of the heads, not 3N - 1: the same numbers, tested bit for bit).
     """
     scale, beta, n = _replica_scale(), model.beta_now(), model.cdgt_config.n_players
-    shared = model.shared_variables()
-    with tf.GradientTape() as shared_tape:
+    shared, reuse = model.shared_variables(), reuses_first_forward(model)
+    with tf.GradientTape(persistent=reuse) as first:
         contexts = model.contexts(x, training=True)  # the encoder runs once
-        probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
-        terms = model.game(y, probs, contexts, beta)
+        first_probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
+        terms = model.game(y, first_probs, contexts, beta)
         shared_loss = -terms.potential * scale
-    shared_grads = shared_tape.gradient(shared_loss, shared) if shared else []
+    shared_grads = first.gradient(shared_loss, shared) if shared else []
     fixed_ctx = [tf.stop_gradient(c) for c in contexts]
-    probs = [tf.stop_gradient(p) for p in probs]
+    probs = [tf.stop_gradient(p) for p in first_probs]
 
     def own_context(i: int) -> tf.Tensor:
         """What player i reads: the fixed e(x), or x through its own (just updated) encoder."""
         return model.player_encoders[i](x, training=True) if model.player_encoders else fixed_ctx[i]
 
     for i in range(n):
-        with tf.GradientTape() as tape:
+        tape = first if reuse else tf.GradientTape()
+        with tape:
             ctx = list(fixed_ctx)
-            ctx[i] = own_context(i)
             live = list(probs)
-            live[i] = model.player_probs(i, ctx[i], x, training=True)
+            if reuse:
+                live[i] = first_probs[i]
+            else:
+                ctx[i] = own_context(i)
+                live[i] = model.player_probs(i, ctx[i], x, training=True)
             loss = (model.wide_loss(i, x, y) - model.player_objective(i, y, live, ctx, beta)) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
         if i < n - 1:  # later players see player i's new parameters
             probs[i] = tf.stop_gradient(model.player_probs(i, own_context(i), x, training=True))
+    del first
     if shared:
         model.optimizer.apply_gradients(zip(shared_grads, shared))
     return terms

@@ -146,6 +146,33 @@ def test_cyclic_players_see_earlier_updates_and_encoder_uses_start_gradient(fusi
         assert max(float(np.abs(c).max()) for c in change) > 1e-4
 
 
+@pytest.mark.parametrize("overrides", [
+    {"head_hidden": (), "dropout": 0.5},  # the shipped preset's shape: linear heads, dropout in the encoder
+    {"head_hidden": (6,), "dropout": 0.0, "fusion": "attention", "alpha": 2.0},
+])
+def test_a_turn_read_from_the_first_forward_pass_trains_the_same_bits(monkeypatch, overrides: dict) -> None:
+    """cyclic_step reads each player's probabilities at its turn from the batch's first forward pass (kept on a
+    persistent tape) instead of running its head again: three epochs of model.fit give the same weights to the
+    bit as the step that runs the head again."""
+    x, y, freq = _data(n=4 * BATCH, seed=5)
+
+    def trained(reuse: bool) -> list[np.ndarray]:
+        monkeypatch.setattr(steps, "reuses_first_forward", lambda model: reuse)
+        keras.utils.set_random_seed(7)
+        model = CDGTModel(_config(**overrides), freq)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+        model.fit(x, y, batch_size=BATCH, epochs=3, shuffle=False, verbose=0)
+        return [np.array(w) for w in model.get_weights()]
+
+    assert steps.reuses_first_forward(CDGTModel(_config(**overrides), freq))
+    reused, again = trained(True), trained(False)
+    assert len(reused) == len(again)
+    for a, b in zip(reused, again):
+        np.testing.assert_array_equal(a, b)
+    assert not steps.reuses_first_forward(CDGTModel(_config(head_hidden=(6,), dropout=0.5), freq))
+    assert not steps.reuses_first_forward(CDGTModel(_config(shared_encoder=False), freq))
+
+
 # ------------------------------------------------------------------------------------------ N=1 == Keras BCE
 @pytest.mark.parametrize("schedule", ["cyclic", "simultaneous"])
 def test_single_player_without_curiosity_is_plain_bce_training(schedule: str) -> None:
