@@ -122,11 +122,11 @@ def eval_dataset(source: Records, parse: Any, batch_size: int) -> tf.data.Datase
     return without_autotuning(_records(source).batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE))
 
 
-def collect_features(files: Records, parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
+def collect_features(source: Records, parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
     """The model input of a split (`parse` without labels: transformed features, sparse or dense) as a csr matrix,
     batch by batch: what the neighbour votes remember (cdgt_keras.neighbours)."""
     parts = []
-    for x in eval_dataset(files, parse, batch_size):
+    for x in eval_dataset(source, parse, batch_size):
         if isinstance(x, tf.SparseTensor):
             idx = x.indices.numpy()
             parts.append(sp.csr_matrix((x.values.numpy(), (idx[:, 0], idx[:, 1])),
@@ -134,7 +134,7 @@ def collect_features(files: Records, parse: Any, batch_size: int = 4096) -> sp.c
         else:
             parts.append(sp.csr_matrix(x.numpy()))
     if not parts:
-        raise ValueError(f"no examples in {files}")
+        raise ValueError(f"no examples in {source}")
     return sp.vstack(parts, format="csr")
 
 
