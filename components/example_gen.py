@@ -30,7 +30,7 @@ from cdgt.components.formats.record import Record, to_tf_example
 from cdgt.components.formats.vocabulary import Vocabulary, build_vocabulary
 from cdgt.components.label_stats import STATS_FILE, LabelCountsFn, finished_stats, read_json, write_json
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.records import SPLITS, id_order_key
+from cdgt_keras.records import RECORD_ORDER, SPLITS, in_id_order
 
 ON_ERROR = ("fail", "skip")
 BUILD_ERROR_FILE = "build_error.json"  # why a build failed, for the driver to raise; never left by a finished build
@@ -197,11 +197,9 @@ def _make_vocabulary(counts: dict, fixed: Any, open_ids: bool, options: BuildOpt
     return vocab
 
 
-RECORD_ORDER = "by id, numbers in ids by value (in_id_order)"  # the manifest's `record_order`
-
-
 def _write_splits(records: Any, out: str) -> Any:
-    """One gzipped TFRecord set per split, its records in the order of their ids (in_id_order); returns the
+    """One gzipped TFRecord set per split, its records in the order of their ids (cdgt_keras.records.in_id_order;
+    each split is gathered on one worker to be sorted, which holds it in memory once more); returns the
     PCollection of written file names."""
     parts = records | "BySplit" >> beam.Partition(lambda r, _: SPLITS.index(r.split), len(SPLITS))
     written = []
@@ -219,23 +217,6 @@ def _write_splits(records: Any, out: str) -> Any:
             )
         )
     return written | "WrittenFiles" >> beam.Flatten()
-
-
-def in_id_order(encoded: list[tuple[str, bytes]]) -> list[bytes]:
-    """The serialized records of one split sorted by id, numbers in ids by value (`f.arff:9` before `f.arff:10`,
-    so records numbered by their line keep the file's order), then by their bytes.
-
-    Why: the order in which a Beam runner hands records to the writer changes with how the sources were listed and
-    from one process to the next, and a split's order decides which rows one seed puts in each batch: two builds
-    of the same data trained different models. Sorted, every build of the same data holds the same bytes (on the
-    local runner, which writes one file per split in the order it receives). The split is gathered on one worker,
-    which holds it in memory once more (the in-memory DirectRunner holds all of it already).
-
-    Example:
-        >>> in_id_order([("f.arff:10", b"2"), ("f.arff:9", b"9"), ("a", b"1")])
-        [b'1', b'9', b'2']
-    """
-    return [data for _, _, data in sorted((id_order_key(key), key, data) for key, data in encoded)]
 
 
 def _encode(record: Record, split: str) -> bytes:

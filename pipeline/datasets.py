@@ -151,7 +151,7 @@ def _stale(out: Path, name: str) -> bool:
     spec = DATASETS.get(name)
     if spec is None or spec.format == "synthetic":
         return False
-    from cdgt.components.example_gen import RECORD_ORDER
+    from cdgt_keras.records import RECORD_ORDER
 
     manifest = json.loads((out / "manifest.json").read_text())
     options = manifest.get("options", {})

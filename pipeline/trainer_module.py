@@ -41,7 +41,7 @@ from cdgt_keras.inputs import without_autotuning
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
-from cdgt_keras.records import id_order_key
+from cdgt_keras.records import in_id_order
 from cdgt_keras.resume import epoch_batches
 from cdgt_keras.settling import settle
 from cdgt_keras.thresholds import tuned_thresholds
@@ -84,7 +84,7 @@ Records = list[str] | tf.data.Dataset  # a split's files, or its serialized reco
 
 
 def split_records(files: list[str], limit: int = _SHUFFLE_LIMIT) -> Records:
-    """The serialized records of a transformed split in id order (cdgt_keras.records.id_order_key): the order
+    """The serialized records of a transformed split in id order (cdgt_keras.records.in_id_order): the order
     `cdgt train` reads the built split in. ImportExampleGen reshuffles what it imports (TFX 1.16 write_split.py;
     on the local runner it moves a few records), and one seed's batches depend on the order, so without this the
     two roads trained different models. A split without ids, or of more than `limit` records (not held in memory),
@@ -99,8 +99,7 @@ def split_records(files: list[str], limit: int = _SHUFFLE_LIMIT) -> Records:
             return files
         data.extend(batch.numpy())
         ids.extend(value.decode("utf-8") for value in found)
-    order = sorted(range(len(data)), key=lambda i: (id_order_key(ids[i]), data[i]))
-    return tf.data.Dataset.from_tensor_slices(np.array([data[i] for i in order], dtype=object))
+    return tf.data.Dataset.from_tensor_slices(np.array(in_id_order(zip(ids, data)), dtype=object))
 
 
 def _records(source: Records) -> tf.data.Dataset:
