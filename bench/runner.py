@@ -158,12 +158,11 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
     body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
-    if model.neighbours is not None:  # the weight tuned on validation and validation P@5 under each weight
-        body["neighbours"] = {"weight": float(model.neighbours.weight.numpy()),
-                              "validation_p_at_5": {str(w): p for w, p in model.neighbours.tuning.items()}}
-    if model.centroids is not None:  # the same for the label centroids
-        body["centroids"] = {"weight": float(model.centroids.weight.numpy()),
-                             "validation_p_at_5": {str(w): p for w, p in model.centroids.tuning.items()}}
+    # each memory layer's weight tuned on validation, and validation P@5 under each weight
+    for layer in [layer for layer, _ in model.vote_layers()] + [model.centroids]:
+        if layer is not None:
+            body[layer.name] = {"weight": float(layer.weight.numpy()),
+                                "validation_p_at_5": {str(w): p for w, p in layer.tuning.items()}}
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     body["encoder_update"] = kernel_status()  # what the encoder's rows were updated by: "fused", or TF's ops and why

@@ -37,7 +37,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail"),
     "wide_payoff": ("joint", "own"),
-    "neighbour_space": ("input", "encoder"),
+    "neighbour_space": ("input", "encoder", "both"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -138,8 +138,9 @@ class CDGTConfig:
     # P@5 (0 among them: the votes stay out where they add nothing). 0 neighbours: off.
     neighbours: int = 0
     neighbour_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-    # Where the neighbours are found: "input" (cosine of the featurized rows: rare shared words) or "encoder"
-    # (cosine of the shared encoder's output: the learned space, computed from the trained encoder).
+    # Where the neighbours are found: "input" (cosine of the featurized rows: rare shared words), "encoder"
+    # (cosine of the shared encoder's output: the learned space, computed from the trained encoder), or "both" (two
+    # sets of votes, the input's then the encoder's, each weight tuned on validation with the ones before it in).
     neighbour_space: str = "input"
     # Label centroids (cdgt_keras/centroids.py): each label's training rows summed (unit length each), kept to
     # their `centroid_features` largest entries, scaled to unit length; the model answers (1 - mu) p + mu

@@ -74,10 +74,14 @@ class CDGTModel(keras.Model):
         # Label centroids live in the input's space, whatever the votes' space.
         self.centroids = None if not cfg.centroid_features or memory is None else ct.LabelCentroids(
             memory.num_features, self.num_labels, memory.centroid_nnz, name="centroids")
-        if memory is not None and cfg.neighbour_space == "encoder" and not memory.dense:
-            memory = memory.in_space(cfg.encoder_hidden[-1])
-        self.neighbours = nb.NeighbourVotes(memory, self.num_labels, cfg.neighbours, name="neighbours") \
-            if cfg.neighbours and memory is not None else None
+        votes = cfg.neighbours and memory is not None
+        encoded = memory.in_space(cfg.encoder_hidden[-1]) if votes and not memory.dense else memory
+        # The votes in `neighbour_space` ("both": in the input's space here, the encoder's in encoder_neighbours)
+        self.neighbours = nb.NeighbourVotes(encoded if cfg.neighbour_space == "encoder" else memory,
+                                            self.num_labels, cfg.neighbours, name="neighbours") if votes else None
+        self.encoder_neighbours = nb.NeighbourVotes(encoded, self.num_labels, cfg.neighbours,
+                                                    name="encoder_neighbours") \
+            if votes and cfg.neighbour_space == "both" else None
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
                                   for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
@@ -193,18 +197,23 @@ class CDGTModel(keras.Model):
         contexts = self.contexts(inputs, training)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts)
-        if self.neighbours is not None and not training:
-            query = contexts[0] if self.cdgt_config.neighbour_space == "encoder" else inputs
-            fused = _blended(fused, self.neighbours, query)
+        if not training:
+            for layer, space in self.vote_layers():
+                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs)
         if self.centroids is not None and not training:
             fused = _blended(fused, self.centroids, inputs)
         return {"fused": fused, "players": probs} if return_players else fused
 
-    def neighbour_query(self, x: Any) -> Any:
-        """An input batch in the neighbour votes' space: as given, or the shared encoder's output."""
-        if self.cdgt_config.neighbour_space == "encoder":
-            return self.shared_encoder(x, training=False)
-        return x
+    def vote_layers(self) -> list[tuple[nb.NeighbourVotes, str]]:
+        """The neighbour votes in the order the answer blends them, each with its space ("input", "encoder")."""
+        space = "encoder" if self.cdgt_config.neighbour_space == "encoder" else "input"
+        layers = [(self.neighbours, space), (self.encoder_neighbours, "encoder")]
+        return [(layer, space) for layer, space in layers if layer is not None]
+
+    def neighbour_query(self, x: Any, space: str) -> Any:
+        """An input batch in a space of the neighbour votes: as given ("input"), or the shared encoder's output
+        ("encoder")."""
+        return self.shared_encoder(x, training=False) if space == "encoder" else x
 
     # ------------------------------------------------------------------------------------------ the game
     def beta_now(self) -> tf.Tensor:
@@ -276,7 +285,7 @@ class CDGTModel(keras.Model):
 
     # ------------------------------------------------------------------------------------------ saving
     def get_config(self) -> dict[str, Any]:
-        remembers = self.neighbours is not None or self.centroids is not None
+        remembers = bool(self.vote_layers()) or self.centroids is not None
         memory = self.memory.to_dict() if remembers else None
         return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
                 "memory": memory}

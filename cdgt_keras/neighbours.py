@@ -30,6 +30,9 @@ import tensorflow as tf
 from cdgt_keras import centroids as ct  # the module: importable first without a cycle (registration.py)
 
 CHUNK_ROWS = 32  # query rows whose similarities are computed at once (bounds the memory of a large batch)
+# ... against a dense memory (an encoder's space), where each chunk reads the whole [N, width] matrix: 256 rows
+# read it an eighth as often (debtags' 3,148 validation rows against 24k rows of 512: 1.7 s instead of 3.2 s)
+DENSE_CHUNK_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -144,16 +147,16 @@ class NeighbourVotes(keras.layers.Layer):
 
     def nearest(self, query: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Similarities [B, k] and row ids [B, k] of the k nearest remembered rows, `CHUNK_ROWS` query rows at a
-        time, so that a large batch never holds more than CHUNK_ROWS dense query rows and similarity rows."""
-        batch = query.dense_shape[0]
-        chunks = tf.maximum((batch + CHUNK_ROWS - 1) // CHUNK_ROWS, 1)  # one (empty) chunk for an empty batch
+        time (`DENSE_CHUNK_ROWS` against a dense memory), so that a large batch never holds more than that many
+        dense query rows and similarity rows."""
+        batch, size = query.dense_shape[0], DENSE_CHUNK_ROWS if self.shape.dense else CHUNK_ROWS
+        chunks = tf.maximum((batch + size - 1) // size, 1)  # one (empty) chunk for an empty batch
         width = query.dense_shape[1]
 
         def body(i: tf.Tensor, values: tf.TensorArray, ids: tf.TensorArray) -> tuple:
-            start = i * CHUNK_ROWS
-            part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([CHUNK_ROWS, width]))
-            part = tf.SparseTensor(part.indices, part.values,
-                                   tf.stack([tf.minimum(batch - start, CHUNK_ROWS), width]))
+            start = i * size
+            part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([size, width]))
+            part = tf.SparseTensor(part.indices, part.values, tf.stack([tf.minimum(batch - start, size), width]))
             top, docs = tf.math.top_k(self.similarities(part), k=self.k)
             return i + 1, values.write(tf.cast(i, tf.int32), top), ids.write(tf.cast(i, tf.int32), docs)
 

@@ -1,11 +1,12 @@
 """Settling a trained model's memory: remember the training split in its neighbour votes and label centroids, then
 tune each one's share of the answer on validation P@5 (the votes' weight first, then the centroids' with the votes
-in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu centroids.
+in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu centroids (with votes in two spaces,
+`neighbour_space="both"`, the encoder's votes blend in after the input's, their weight tuned second).
 
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
-Each validation score is computed once: the model's own answer (both weights at 0), the votes and the centroids,
+Each validation score is computed once: the model's own answer (every weight at 0), the votes and the centroids,
 chunk by chunk; the blends are formed here, so the votes' pass over the memory (the costly one) is not run again
-while the centroids are tuned. The votes are kept between the two tunings as sparse rows (a row has the labels of
+while the next weight is tuned. The votes are kept between the two tunings as sparse rows (a row has the labels of
 its k neighbours only), so a large label space holds no extra dense [n, L] matrix.
 
 Example:
@@ -22,6 +23,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
+
+BARE_SCORES_KEPT = 1 << 24  # validation scores [n, L] of at most this many entries (64 MB) are computed once
 
 
 def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
@@ -62,47 +65,50 @@ def blend(scores: np.ndarray, extra: np.ndarray, weight: float) -> np.ndarray:
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
            batch_size: int = 256, rows: int = 2048) -> dict[float, float]:
     """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
-    `rows`): the neighbour votes' weight over `grid` (returns validation P@5 per weight), then, with the votes in,
-    the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither
-    is left as is."""
-    from cdgt_keras.inputs import _features_tensor
-
-    votes, centroids = getattr(model, "neighbours", None), getattr(model, "centroids", None)
-    if votes is None and centroids is None:
+    `rows`): each set of neighbour votes' weight over `grid`, in the order the answer blends them, with the ones
+    before it in (returns the first's validation P@5 per weight), then, with the votes in, the label centroids'
+    weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither is left as is."""
+    voters, centroids = model.vote_layers(), getattr(model, "centroids", None)
+    if not voters and centroids is None:
         return {}
     if centroids is not None:
         centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
         centroids.weight.assign(0.0)
-    if votes is not None:
-        remembered = train_x
-        if model.cdgt_config.neighbour_space == "encoder":
-            remembered = np.concatenate([np.asarray(model.neighbour_query(_features_tensor(train_x[i:i + batch_size])))
-                                         for i in range(0, train_x.shape[0], batch_size)])
-        votes.remember(remembered, train_y)
+    for votes, space in voters:
+        encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
+        votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
         votes.weight.assign(0.0)
     starts = range(0, val_x.shape[0], rows)
-    layers = [layer for layer in (votes, centroids) if layer is not None]
-    kept: dict[int, sp.csr_matrix] = {}  # the votes of each validation chunk, once scored
+    layers = [layer for layer, _ in voters] + ([centroids] if centroids is not None else [])
+    kept: list[dict[int, sp.csr_matrix]] = []  # the votes of each validation chunk, once scored, per set of votes
+    # the model's own answer, scored once when validation's [n, L] is small, else again for each weight tuned
+    bare: dict[int, np.ndarray] | None = {} if val_x.shape[0] * model.num_labels <= BARE_SCORES_KEPT else None
 
-    def chunks(with_votes: bool) -> Iterator[tuple[int, np.ndarray, Any]]:
-        """(start, the model's answer with the weights tuned so far, labels), chunk by chunk of validation."""
-        w = float(votes.weight.numpy()) if with_votes and votes is not None else 0.0
+    def chunks() -> Iterator[tuple[int, np.ndarray, Any]]:
+        """(start, the model's answer with the votes tuned so far, labels), chunk by chunk of validation."""
         for start in starts:
-            scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
-            if w > 0.0:
-                scores = blend(scores, kept[start].toarray(), w)
+            if bare is not None and start in bare:
+                scores = bare[start]
+            else:
+                scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
+                if bare is not None:
+                    bare[start] = scores
+            for (votes, _), held in zip(voters, kept):
+                w = float(votes.weight.numpy())
+                scores = blend(scores, held[start].toarray(), w) if w > 0.0 else scores
             yield start, scores, sp.csr_matrix(val_y[start:start + rows])
 
-    table: dict[float, float] = {}
-    if votes is not None:
-        score = _scorer(lambda x: votes(model.neighbour_query(x)))
-        kept = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
-        table = _tune(votes, lambda: ((p, kept[s].toarray(), y) for s, p, y in chunks(False)), grid)
+    tables: list[dict[float, float]] = []
+    for votes, space in voters:
+        score = _scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
+        held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
+        tables.append(_tune(votes, lambda held=held: ((p, held[s].toarray(), y) for s, p, y in chunks()), grid))
+        kept.append(held)
     if centroids is not None:
         score = _scorer(centroids)
-        _tune(centroids, lambda: ((p, score(val_x[s:s + rows], batch_size), y) for s, p, y in chunks(True)),
+        _tune(centroids, lambda: ((p, score(val_x[s:s + rows], batch_size), y) for s, p, y in chunks()),
               model.cdgt_config.centroid_weights)
-    return table
+    return tables[0] if tables else {}
 
 
 def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],

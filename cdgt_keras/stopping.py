@@ -47,10 +47,11 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
         current = self.get_monitor_value(logs)
         if current is None or epoch < self.start_from_epoch:
             return
-        if self.restore_best_weights and self.best_weights is None:
+        improved = self._is_improvement(current, self.best)
+        if self.restore_best_weights and self.best_weights is None and not improved:  # else kept just below
             self.best_weights, self.best_epoch = self._keep_best(), epoch
         self.wait += 1
-        if self._is_improvement(current, self.best):
+        if improved:
             self.best, self.best_epoch = current, epoch
             if self.restore_best_weights:
                 self.best_weights = self._keep_best()

@@ -123,16 +123,19 @@ def test_config_off_or_without_memory_has_no_votes() -> None:
         CDGTConfig(neighbour_weights=(1.5,))
 
 
-def test_a_large_batch_is_scored_in_chunks_like_row_by_row() -> None:
-    from cdgt_keras.neighbours import CHUNK_ROWS
+@pytest.mark.parametrize("dense", [False, True])
+def test_a_large_batch_is_scored_in_chunks_like_row_by_row(dense: bool) -> None:
+    from cdgt_keras.neighbours import CHUNK_ROWS, DENSE_CHUNK_ROWS
 
     x, y = _data(n=60)
-    layer = NeighbourVotes(MemoryShape.of(x, y), num_labels=6, k=7)
-    layer.remember(x, y)
-    query = sp.random(2 * CHUNK_ROWS + 5, 30, density=0.3, format="csr", random_state=3)
+    shape = MemoryShape.of(x, y).in_space(30) if dense else MemoryShape.of(x, y)
+    layer = NeighbourVotes(shape, num_labels=6, k=7)
+    layer.remember(x.toarray() if dense else x, y)
+    query = sp.random(2 * (DENSE_CHUNK_ROWS if dense else CHUNK_ROWS) + 5, 30, density=0.3, format="csr",
+                      random_state=3)
     whole = layer(to_sparse_tensor(query)).numpy()
     rows = np.concatenate([layer(to_sparse_tensor(query[i:i + 1])).numpy() for i in range(query.shape[0])])
-    np.testing.assert_allclose(whole, rows, atol=1e-7)
+    np.testing.assert_allclose(whole, rows, atol=1e-6)
     np.testing.assert_allclose(whole, _reference_votes(x.toarray(), y.toarray(), query.toarray(), 7), atol=1e-6)
     assert layer(np.zeros((0, 30), np.float32)).shape == (0, 6)  # an empty batch: no rows, no error
 
@@ -164,3 +167,48 @@ def test_encoder_space_votes_use_the_encoders_output(tmp_path) -> None:
     np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), 0.5 * plain + 0.5 * want, atol=1e-5)
     with pytest.raises(ValueError, match="neighbour_space"):
         CDGTConfig(neighbour_space="encoder", encoder_hidden=())
+
+
+def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path) -> None:
+    import keras
+
+    from cdgt_keras.learning import build_trainable
+    from cdgt_keras.metrics import precision_at_k
+
+    x, y = _data()
+    grid = (0.0, 0.3, 0.6, 0.9)
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=3, neighbour_weights=grid,
+                        neighbour_space="both")
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
+    model.build((None, x.shape[1]))
+    assert model.neighbours.shape == MemoryShape.of(x, y)  # the input's space
+    assert model.encoder_neighbours.shape == MemoryShape.of(x, y).in_space(8)
+    val_x, val_y = _data(seed=3)
+    table = settle(model, x, y, val_x, val_y, grid, batch_size=16, rows=24)
+    w_in, w_enc = (float(layer.weight.numpy()) for layer in (model.neighbours, model.encoder_neighbours))
+    assert model.neighbours.tuning == table and w_in + w_enc > 0.0  # the data give the votes a share
+    # by hand: the model's own answer, the votes in each space, each weight tuned with the ones before it in
+    for layer in (model.neighbours, model.encoder_neighbours):
+        layer.weight.assign(0.0)
+    plain = np.asarray(model(to_sparse_tensor(val_x)))
+    encode = lambda rows: np.asarray(model.shared_encoder(to_sparse_tensor(rows), training=False))  # noqa: E731
+    v_in = _reference_votes(x.toarray(), y.toarray(), val_x.toarray(), 3)
+    v_enc = _reference_votes(encode(x), y.toarray(), encode(val_x), 3)
+    truth = val_y.toarray()
+
+    def p_at_5(base: np.ndarray, votes: np.ndarray) -> list[float]:
+        return [precision_at_k(truth, (1 - w) * base + w * votes, 5) for w in grid]
+
+    np.testing.assert_allclose([table[w] for w in grid], p_at_5(plain, v_in), atol=1e-9)
+    with_input_votes = (1 - w_in) * plain + w_in * v_in
+    np.testing.assert_allclose([model.encoder_neighbours.tuning[w] for w in grid], p_at_5(with_input_votes, v_enc),
+                               atol=1e-9)
+    for got, tuning in ((w_in, table), (w_enc, model.encoder_neighbours.tuning)):
+        assert got == pytest.approx(max(grid, key=lambda w: (tuning[w], -w)))  # the best, the smaller on a tie
+    model.neighbours.weight.assign(w_in)
+    model.encoder_neighbours.weight.assign(w_enc)
+    want = (1 - w_enc) * with_input_votes + w_enc * v_enc
+    np.testing.assert_allclose(np.asarray(model(to_sparse_tensor(val_x))), want, atol=1e-5)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    np.testing.assert_allclose(np.asarray(keras.saving.load_model(path)(to_sparse_tensor(val_x))), want, atol=1e-5)
