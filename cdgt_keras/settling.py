@@ -6,7 +6,7 @@ in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu 
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
 Each validation score is computed once: the model's own answer (every weight at 0), the votes and the centroids,
 chunk by chunk; the blends are formed here, so the votes' pass over the memory (the costly one) is not run again
-while the next weight is tuned. The votes are kept between the two tunings as sparse rows (a row has the labels of
+while the next weight is tuned. The votes are kept between the tunings as sparse rows (a row has the labels of
 its k neighbours only), so a large label space holds no extra dense [n, L] matrix.
 
 Example:
