@@ -55,8 +55,11 @@ def label_statistics(
         "tail": tail.tolist(),
         "order": order.tolist(),
         "counts": counts_arr.tolist(),
-        "freq": [round(float(f), 10) for f in freq],
-        "propensities": [round(float(p), 8) for p in prop],
+        # In full (JSON keeps a float64 to the bit): the TFX Trainer builds the model from these, and `cdgt train`
+        # from counts / M itself; rounded, the two roads' rarity weights differed in the last digits and their
+        # trainings parted after two epochs.
+        "freq": freq.tolist(),
+        "propensities": prop.tolist(),
         "label_names": list(label_names) if label_names is not None else None,
     }
 

@@ -12,6 +12,8 @@ from ingest_helpers import read_json, read_split, run_build, write_xmc
 
 from cdgt.components.formats.splits import catalogue_split
 from cdgt.components.label_stats import compute_label_stats
+from cdgt_keras.labels import label_frequencies
+from cdgt_keras.metrics import propensities
 
 XML = (
     '<labels xmlns="http://mulan.sourceforge.net/labels"><label name="A"/><label name="B"/>'
@@ -54,6 +56,11 @@ def test_arff_build_writes_splits_manifest_and_stats(tmp_path: Path):
         counts[row["labels"]] += 1
     assert stats["counts"] == counts.tolist() and stats["num_train"] == len(train)
     assert stats["summary"]["M"] == len(train) and len(stats["propensities"]) == 3
+    # To the bit what `cdgt train` computes from the split itself: the TFX Trainer builds its model from these.
+    _, freq = label_frequencies([row["labels"] for row in train], 3)
+    assert stats["freq"] == freq.tolist()
+    prop = propensities(counts, len(train), stats["propensity_a"], stats["propensity_b"])
+    assert stats["propensities"] == prop.tolist()
     again = compute_label_stats(str(tmp_path / "out"), ["--direct_running_mode=in_memory"])
     assert again == stats
 
