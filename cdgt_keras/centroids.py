@@ -87,6 +87,9 @@ class LabelCentroids(keras.layers.Layer):
         self.values = self.add_weight(shape=(self.nnz,), dtype="float32", name="values", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
         self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
+        # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
+        self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
+                                           initializer=keras.initializers.Constant(-1.0))
         self.built = True
 
     def remember(self, features: Any, labels: Any, max_features: int = 0) -> None:

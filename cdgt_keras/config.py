@@ -38,6 +38,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "wide": ("none", "all", "tail"),
     "wide_payoff": ("joint", "own"),
     "neighbour_space": ("input", "encoder", "both"),
+    "tail_memory": ("shared", "own"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -148,6 +149,12 @@ class CDGTConfig:
     # weight is set. 0 features: off.
     centroid_features: int = 0
     centroid_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
+    # centroids with the weights picked on validation P@5; "own", the tail labels (the `tail_fraction` rarest) then
+    # get weights of their own, picked on validation Rare-F1 under the threshold rule among those that keep
+    # validation P@5 within `tail_memory_slack` of the shared weights' (a fraction: 0.001 = 0.1 points).
+    tail_memory: str = "shared"
+    tail_memory_slack: float = 0.001
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0
@@ -220,6 +227,8 @@ class CDGTConfig:
         _check(self.centroid_features >= 0, "centroid_features", self.centroid_features, "an integer >= 0")
         _check(len(self.centroid_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.centroid_weights),
                "centroid_weights", self.centroid_weights, "one or more numbers in [0, 1]")
+        _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
+               "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(

@@ -26,6 +26,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
 from cdgt_keras.fusion import Fusion
 from cdgt_keras.game import Game, GameTerms
+from cdgt_keras.labels import head_tail_split
 from cdgt_keras.layout import PlayerLayout
 from cdgt_keras.sparse import LazyAdam, SparseDense
 
@@ -82,6 +83,9 @@ class CDGTModel(keras.Model):
         self.encoder_neighbours = nb.NeighbourVotes(encoded, self.num_labels, cfg.neighbours,
                                                     name="encoder_neighbours") \
             if votes and cfg.neighbour_space == "both" else None
+        # The tail labels (the report's Rare-F1 labels), which may take memory weights of their own (`tail_memory`)
+        tail = head_tail_split(self.label_freq, cfg.head_fraction, cfg.tail_fraction)[1]
+        self.tail_mask = tf.constant(np.isin(np.arange(self.num_labels), tail))
         self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), name=f"player{i + 1}_adam")
                                   for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
@@ -199,9 +203,9 @@ class CDGTModel(keras.Model):
         fused = self.fusion(probs, contexts)
         if not training:
             for layer, space in self.vote_layers():
-                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs)
+                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
         if self.centroids is not None and not training:
-            fused = _blended(fused, self.centroids, inputs)
+            fused = _blended(fused, self.centroids, inputs, self.tail_mask)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def vote_layers(self) -> list[tuple[nb.NeighbourVotes, str]]:
@@ -295,11 +299,13 @@ class CDGTModel(keras.Model):
         return cls(**config)
 
 
-def _blended(fused: tf.Tensor, layer: Any, query: Any) -> tf.Tensor:
+def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor) -> tf.Tensor:
     """(1 - w) p_hat + w layer(query), w the memory layer's tuned weight (the neighbour votes, the label
-    centroids); the layer is not run while w is 0."""
-    w = tf.convert_to_tensor(layer.weight)
-    return tf.cond(w > 0.0, lambda: (1.0 - w) * fused + w * layer(query), lambda: fused)
+    centroids), or its `tail_weight` for the tail labels (`tail`, [L] bool) when that is set (>= 0); the layer is
+    not run while both are 0."""
+    w, tail_w = tf.convert_to_tensor(layer.weight), tf.convert_to_tensor(layer.tail_weight)
+    share = tf.where(tail & (tail_w >= 0.0), tail_w, w)  # [L]; equal to w everywhere unless the tail has its own
+    return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * layer(query), lambda: fused)
 
 
 def _floored(freq: np.ndarray) -> np.ndarray:

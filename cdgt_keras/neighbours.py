@@ -98,6 +98,9 @@ class NeighbourVotes(keras.layers.Layer):
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
         self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
+        # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
+        self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
+                                           initializer=keras.initializers.Constant(-1.0))
         self.built = True
 
     def remember(self, features: Any, labels: Any) -> None:

@@ -74,10 +74,12 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     if centroids is not None:
         centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
         centroids.weight.assign(0.0)
+        centroids.tail_weight.assign(-1.0)
     for votes, space in voters:
         encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
         votes.weight.assign(0.0)
+        votes.tail_weight.assign(-1.0)
     starts = range(0, val_x.shape[0], rows)
     layers = [layer for layer, _ in voters] + ([centroids] if centroids is not None else [])
     kept: list[dict[int, sp.csr_matrix]] = []  # the votes of each validation chunk, once scored, per set of votes
@@ -108,7 +110,38 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         score = _scorer(centroids)
         _tune(centroids, lambda: ((p, score(val_x[s:s + rows], batch_size), y) for s, p, y in chunks()),
               model.cdgt_config.centroid_weights)
+    if model.cdgt_config.tail_memory == "own":
+        def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
+            """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
+            score = _scorer(centroids) if centroids is not None else None
+            for start in starts:
+                part = val_x[start:start + rows]
+                own = bare[start] if bare is not None and start in bare else _bare_scores(model, layers, part,
+                                                                                          batch_size)
+                extra = [held[start].toarray() for held in kept] + ([score(part, batch_size)] if score else [])
+                yield own, extra, sp.csr_matrix(val_y[start:start + rows])
+
+        grids = [grid] * len(voters) + ([model.cdgt_config.centroid_weights] if centroids is not None else [])
+        settle_tail(model, layers, own_scores, grids)
     return tables[0] if tables else {}
+
+
+def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable[float]]) -> Any:
+    """Give the tail labels their own memory weights where validation Rare-F1 says so (cdgt_keras.tail_memory);
+    returns the `TailChoice`, also kept as `model.tail_choice`."""
+    from cdgt_keras.tail_memory import TailView, tune_tail
+    from cdgt_keras.thresholds import config_rule
+
+    config, tail = model.cdgt_config, np.flatnonzero(model.tail_mask.numpy())
+    if tail.size == 0 or tail.size == model.num_labels:
+        return None
+    shared = [float(layer.weight.numpy()) for layer in layers]
+    view = TailView.of(scores, shared, tail)
+    choice = tune_tail(view, [list(g) for g in grids], config_rule(config), config.tail_memory_slack, shared)
+    for layer, w in zip(layers, choice.weights or [-1.0] * len(layers)):
+        layer.tail_weight.assign(w)
+    model.tail_choice = choice
+    return choice
 
 
 def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],
@@ -126,14 +159,16 @@ def _bare_scores(model: Any, layers: list[Any], x: Any, batch_size: int) -> np.n
     the weights are put back after."""
     from cdgt_keras.inputs import make_dataset
 
-    weights = [float(layer.weight.numpy()) for layer in layers]
+    weights = [(float(layer.weight.numpy()), float(layer.tail_weight.numpy())) for layer in layers]
     for layer in layers:
         layer.weight.assign(0.0)
+        layer.tail_weight.assign(-1.0)
     try:
         return np.asarray(model.predict(make_dataset(x, batch_size=batch_size), verbose=0))
     finally:
-        for layer, w in zip(layers, weights):
+        for layer, (w, tail_w) in zip(layers, weights):
             layer.weight.assign(w)
+            layer.tail_weight.assign(tail_w)
 
 
 def _scorer(layer: Callable[[Any], Any]) -> Callable[[Any, int], np.ndarray]:

@@ -31,14 +31,15 @@ class Export:
 
 def _model(width: int) -> Any:
     """A tiny model with neighbour votes in both spaces (weights 0.5 and 0.2) and label centroids (weight 0.3) over
-    30 random training rows, so that every export test also holds the votes and the centroids to the Keras model's."""
+    30 random training rows, the tail labels with input-space votes of their own (0.9, `tail_memory="own"`), so
+    that every export test also holds the votes, the centroids and the tail's weights to the Keras model's."""
     from cdgt_keras.config import CDGTConfig
     from cdgt_keras.inputs import to_sparse_tensor
     from cdgt_keras.model import CDGTModel
     from cdgt_keras.neighbours import MemoryShape
 
     config = CDGTConfig(n_players=2, encoder_hidden=(16,), head_hidden=(8,), seed=0, neighbours=4,
-                        neighbour_space="both", centroid_features=6)
+                        neighbour_space="both", centroid_features=6, tail_memory="own")
     freq = np.linspace(0.5, 0.01, NUM_LABELS)
     train_x = sp.random(30, width, density=0.3, format="csr", dtype=np.float32, random_state=5)
     train_y = sp.csr_matrix((np.random.default_rng(5).random((30, NUM_LABELS)) < 0.3).astype(np.float32))
@@ -46,6 +47,7 @@ def _model(width: int) -> Any:
     model.build((None, width))
     model.neighbours.remember(train_x, train_y)
     model.neighbours.weight.assign(0.5)
+    model.neighbours.tail_weight.assign(0.9)
     model.encoder_neighbours.remember(np.asarray(model.shared_encoder(to_sparse_tensor(train_x))), train_y)
     model.encoder_neighbours.weight.assign(0.2)
     model.centroids.remember(train_x, train_y, config.centroid_features)

@@ -1,0 +1,169 @@
+"""The tail labels' own share of the memory (`tail_memory="own"`): after `settle` has picked each memory layer's
+weight on validation P@5, the tail labels (the `tail_fraction` rarest, the labels of the report's Rare-F1) get
+weights of their own, picked on validation Rare-F1.
+
+Why: P@5 is the head's metric. A rare label is almost never in a document's top five, so the weights validation
+P@5 picks are the ones that serve the frequent labels, and on debtags it gives the input's neighbour votes (rare
+shared words: what a rare label is known by) no share at all. With its own weights, the tail's answer is
+(1 - w_t) p_hat + w_t votes on the tail's columns while the others keep w.
+
+How: a coordinate search over the layers in the order the answer blends them, each over its grid
+(`neighbour_weights`, `centroid_weights`), starting from 0, ties to the smaller weight. A candidate counts only if
+validation P@5 (every label, the tail's columns blended with the candidate) stays within `slack` of the shared
+weights' P@5; the thresholds behind Rare-F1 are tuned by the config's rule on every label (the others' columns
+with the shared weights), as the evaluation tunes them. The shared weights stay unless the tail's own beat them
+on validation Rare-F1. Only the tail's columns are held ([n, T] per layer), so a large label space holds no
+[n, L] matrix beyond a chunk.
+
+Example (two documents, label 1 the tail; the votes find its positive, the model's own answer does not):
+    >>> bare = np.array([[0.9, 0.2], [0.8, 0.3]]); votes = np.array([[0.0, 0.9], [1.0, 0.0]])
+    >>> truth = sp.csr_matrix([[1, 1], [1, 0]])
+    >>> view = TailView.of(lambda: [(bare, [votes], truth)], [0.0], tail=np.array([1]), k=1)
+    >>> tune_tail(view, [(0.0, 0.5)], {"mode": "global"}, slack=0.0).weights   # the tail's own weight: 0.5
+    [0.5]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from cdgt_keras.thresholds import ThresholdCounts
+
+Chunks = Callable[[], Iterable[tuple[np.ndarray, list[np.ndarray], sp.spmatrix]]]
+
+
+def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """The model's answer from its own scores and each memory layer's, blended in order:
+    s <- (1 - w) s + w part (a weight of 0 leaves s as it is).
+
+        >>> blend_all(np.array([1.0, 0.0]), [np.array([0.0, 1.0])], [0.25]).tolist()
+        [0.75, 0.25]
+    """
+    scores = bare
+    for part, w in zip(parts, weights):
+        if w > 0.0:
+            scores = (1.0 - w) * scores + w * part
+    return scores
+
+
+@dataclass
+class TailView:
+    """What the tail's tuning needs of validation: the tail's columns of the model's own scores and of each
+    layer's ([n, T] each), their truth, and of the other labels, under the shared weights, each row's k best
+    scores (and whether each is a positive) and their threshold counts."""
+
+    tail: np.ndarray
+    bare: np.ndarray
+    parts: list[np.ndarray]
+    truth: sp.csr_matrix
+    rest_top: np.ndarray
+    rest_hits: np.ndarray
+    rest_counts: ThresholdCounts
+    k: int
+
+    @classmethod
+    def of(cls, chunks: Chunks, shared: Sequence[float], tail: np.ndarray, k: int = 5,
+           grid: np.ndarray | None = None) -> TailView:
+        """Read validation's chunks (the model's own scores [rows, L], each layer's [rows, L], labels) once."""
+        bare, parts, truth, tops, hits = [], [], [], [], []
+        counts: ThresholdCounts | None = None
+        for scores, layer_scores, labels in chunks():
+            labels = sp.csr_matrix(labels)
+            rest = np.setdiff1d(np.arange(scores.shape[1]), tail)
+            bare.append(scores[:, tail])
+            parts.append([np.asarray(p)[:, tail] for p in layer_scores])
+            truth.append(labels[:, tail])
+            shared_scores = blend_all(scores, layer_scores, shared)[:, rest]
+            rest_truth = labels[:, rest]
+            top, hit = _top(shared_scores, rest_truth, k)
+            tops.append(top)
+            hits.append(hit)
+            counts = counts or ThresholdCounts(rest.size, grid)
+            counts.add(shared_scores, rest_truth)
+        return cls(np.asarray(tail), np.concatenate(bare), [np.concatenate(p) for p in zip(*parts)],
+                   sp.vstack(truth, format="csr"), np.concatenate(tops), np.concatenate(hits), counts, k)
+
+    def scores(self, weights: Sequence[float]) -> np.ndarray:
+        """The tail's columns [n, T] under `weights` (one per layer)."""
+        return blend_all(self.bare, self.parts, weights)
+
+    def precision(self, tail_scores: np.ndarray) -> float:
+        """P@k over every label, the tail's columns scored `tail_scores`."""
+        scores = np.concatenate([self.rest_top, tail_scores], axis=1)
+        hits = np.concatenate([self.rest_hits, self.truth.toarray() != 0], axis=1)
+        best = _best_k(scores, self.k)
+        return float(np.take_along_axis(hits, best, axis=1).sum(axis=1).mean() / self.k) if len(scores) else 0.0
+
+    def rare_f1(self, tail_scores: np.ndarray, rule: dict) -> float:
+        """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation)."""
+        tail_counts = ThresholdCounts(self.tail.size, self.rest_counts.grid)
+        tail_counts.add(tail_scores, self.truth)
+        both = ThresholdCounts(self.rest_counts.num_labels + self.tail.size, self.rest_counts.grid)
+        for name in ("predicted", "true_pos"):
+            setattr(both, name, np.concatenate([getattr(self.rest_counts, name), getattr(tail_counts, name)]))
+        both.positives = np.concatenate([self.rest_counts.positives, tail_counts.positives])
+        taus = both.thresholds(**rule)[self.rest_counts.num_labels:]
+        at = np.searchsorted(both.grid, taus.astype(np.float64))
+        rows = np.arange(self.tail.size)
+        tp, predicted = tail_counts.true_pos[rows, at].sum(), tail_counts.predicted[rows, at].sum()
+        denom = tail_counts.positives.sum() + predicted
+        return float(2.0 * tp / denom) if denom > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class TailChoice:
+    """The tail's weights (None: the shared ones stay), with validation Rare-F1 and P@k of both."""
+
+    weights: list[float] | None
+    rare_f1: float
+    shared_rare_f1: float
+    precision: float
+    shared_precision: float
+
+
+def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slack: float,
+              shared: Sequence[float] | None = None) -> TailChoice:
+    """The coordinate search of the module docstring; `shared`: the layers' shared weights (default 0 each)."""
+    shared = list(shared) if shared is not None else [0.0] * len(grids)
+    base_scores = view.scores(shared)
+    base_p, base_f1 = view.precision(base_scores), view.rare_f1(base_scores, rule)
+    weights = [0.0] * len(grids)
+    for i, grid in enumerate(grids):
+        best: tuple[tuple[float, float], float] | None = None
+        for w in sorted({float(g) for g in grid} | {weights[i]}):
+            trial = [*weights[:i], w, *weights[i + 1:]]
+            scores = view.scores(trial)
+            if view.precision(scores) < base_p - slack:
+                continue
+            key = (view.rare_f1(scores, rule), -w)
+            if best is None or key > best[0]:
+                best = (key, w)
+        if best is not None:
+            weights[i] = best[1]
+    scores = view.scores(weights)
+    p, f1 = view.precision(scores), view.rare_f1(scores, rule)
+    keep = p >= base_p - slack and f1 > base_f1
+    return TailChoice(weights if keep else None, f1, base_f1, p, base_p)
+
+
+def _top(scores: np.ndarray, truth: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's k best scores (padded with -inf when a row has fewer columns) and whether each is a positive."""
+    n, width = scores.shape
+    if width < k:
+        scores = np.concatenate([scores, np.full((n, k - width), -np.inf, scores.dtype)], axis=1)
+    best = _best_k(scores, k)
+    dense = truth.toarray() != 0
+    if width < k:
+        dense = np.concatenate([dense, np.zeros((n, k - width), bool)], axis=1)
+    return np.take_along_axis(scores, best, axis=1), np.take_along_axis(dense, best, axis=1)
+
+
+def _best_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """The column ids of each row's k largest scores (any order; rows of at least k columns)."""
+    if scores.shape[1] == k:
+        return np.broadcast_to(np.arange(k), scores.shape).copy()
+    return np.argpartition(-scores, k - 1, axis=1)[:, :k]
