@@ -111,13 +111,16 @@ LEARNER = (
     "recommended[centroid_features=0,listwise_weight=1.0,neighbours=0]",
     "recommended[centroid_features=0,listwise_weight=3.0,neighbours=0]",
     "recommended[centroid_features=0,listwise_weight=10.0,neighbours=0]",
-    "recommended[centroid_features=0,neighbour_space=input]",  # round 5's `recommended`: the votes, no centroids
+    # round 5's `recommended`: the votes, no centroids
+    "recommended[centroid_features=0,neighbour_space=input,tail_memory=shared]",
     # Round 7 (session of 2026-11-26): label centroids (round 7's `recommended`).
-    "recommended[neighbour_space=input]",
+    "recommended[neighbour_space=input,tail_memory=shared]",
     # Round 8 (session of 2026-11-26, later): a narrower encoder for the training time.
-    "recommended[encoder_hidden=256,neighbour_space=input]",
-    "recommended[encoder_hidden=384,neighbour_space=input]",
-    # Round 11 (session of 2026-11-26, fifth): votes in the encoder's space beside the input's (today's `recommended`).
+    "recommended[encoder_hidden=256,neighbour_space=input,tail_memory=shared]",
+    "recommended[encoder_hidden=384,neighbour_space=input,tail_memory=shared]",
+    # Round 11 (session of 2026-11-26, fifth): votes in the encoder's space beside the input's.
+    "recommended[tail_memory=shared]",
+    # Round 12 (2026-11-26, sixth): the tail labels' own memory weights (today's `recommended`).
     "recommended",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
@@ -130,8 +133,8 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[neighbour_space=input]`: the shipped preset before its last change (the encoder's votes)
-        ("recommended", "recommended[neighbour_space=input]", "cdgt", *BASELINES, *PEERS)),
+        # `recommended[tail_memory=shared]`: the shipped preset before its last change (the tail's own weights)
+        ("recommended", "recommended[tail_memory=shared]", "cdgt", *BASELINES, *PEERS)),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
         "on the row before it, from the preset shipped before this work to the 1024-unit preset), then the tail tools "

@@ -152,7 +152,7 @@ class CDGTConfig:
     # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
     # centroids with the weights picked on validation P@5; "own", the tail labels (the `tail_fraction` rarest) then
     # get weights of their own, picked on validation Rare-F1 under the threshold rule among those that keep
-    # validation P@5 within `tail_memory_slack` of the shared weights' (a fraction: 0.001 = 0.1 points).
+    # validation P@1 and P@5 within `tail_memory_slack` of the shared weights' (a fraction: 0.001 = 0.1 points).
     tail_memory: str = "shared"
     tail_memory_slack: float = 0.001
     dropout: float = 0.2

@@ -106,19 +106,29 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
         tables.append(_tune(votes, lambda held=held: ((p, held[s].toarray(), y) for s, p, y in chunks()), grid))
         kept.append(held)
+    near: dict[int, np.ndarray] = {}  # the centroids' validation scores, kept for the tail's tuning when small
     if centroids is not None:
         score = _scorer(centroids)
-        _tune(centroids, lambda: ((p, score(val_x[s:s + rows], batch_size), y) for s, p, y in chunks()),
+
+        def centroid_scores(start: int) -> np.ndarray:
+            found = near.get(start)
+            if found is None:
+                found = score(val_x[start:start + rows], batch_size)
+                if bare is not None and model.cdgt_config.tail_memory == "own":
+                    near[start] = found
+            return found
+
+        _tune(centroids, lambda: ((p, centroid_scores(s), y) for s, p, y in chunks()),
               model.cdgt_config.centroid_weights)
     if model.cdgt_config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
             """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
-            score = _scorer(centroids) if centroids is not None else None
             for start in starts:
                 part = val_x[start:start + rows]
                 own = bare[start] if bare is not None and start in bare else _bare_scores(model, layers, part,
                                                                                           batch_size)
-                extra = [held[start].toarray() for held in kept] + ([score(part, batch_size)] if score else [])
+                extra = [held[start].toarray() for held in kept] + (
+                    [centroid_scores(start)] if centroids is not None else [])
                 yield own, extra, sp.csr_matrix(val_y[start:start + rows])
 
         grids = [grid] * len(voters) + ([model.cdgt_config.centroid_weights] if centroids is not None else [])

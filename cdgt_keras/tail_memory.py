@@ -9,8 +9,9 @@ shared words: what a rare label is known by) no share at all. With its own weigh
 
 How: a coordinate search over the layers in the order the answer blends them, each over its grid
 (`neighbour_weights`, `centroid_weights`), starting from 0, ties to the smaller weight. A candidate counts only if
-validation P@5 (every label, the tail's columns blended with the candidate) stays within `slack` of the shared
-weights' P@5; the thresholds behind Rare-F1 are tuned by the config's rule on every label (the others' columns
+validation P@1 and P@5 (every label, the tail's columns blended with the candidate) stay within `slack` of the
+shared weights' (P@1 too: with a handful of labels, as emotions' six, P@5 hardly moves while P@1 can fall); the
+thresholds behind Rare-F1 are tuned by the config's rule on every label (the others' columns
 with the shared weights), as the evaluation tunes them. The shared weights stay unless the tail's own beat them
 on validation Rare-F1. Only the tail's columns are held ([n, T] per layer), so a large label space holds no
 [n, L] matrix beyond a chunk.
@@ -33,6 +34,7 @@ import scipy.sparse as sp
 
 from cdgt_keras.thresholds import ThresholdCounts
 
+GUARDED = (1, 5)  # the P@k the tail's weights must keep (within the slack)
 Chunks = Callable[[], Iterable[tuple[np.ndarray, list[np.ndarray], sp.spmatrix]]]
 
 
@@ -54,7 +56,7 @@ def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[f
 class TailView:
     """What the tail's tuning needs of validation: the tail's columns of the model's own scores and of each
     layer's ([n, T] each), their truth, and of the other labels, under the shared weights, each row's k best
-    scores (and whether each is a positive) and their threshold counts."""
+    scores in order (and whether each is a positive) and their threshold counts."""
 
     tail: np.ndarray
     bare: np.ndarray
@@ -91,12 +93,16 @@ class TailView:
         """The tail's columns [n, T] under `weights` (one per layer)."""
         return blend_all(self.bare, self.parts, weights)
 
-    def precision(self, tail_scores: np.ndarray) -> float:
-        """P@k over every label, the tail's columns scored `tail_scores`."""
-        scores = np.concatenate([self.rest_top, tail_scores], axis=1)
-        hits = np.concatenate([self.rest_hits, self.truth.toarray() != 0], axis=1)
-        best = _best_k(scores, self.k)
-        return float(np.take_along_axis(hits, best, axis=1).sum(axis=1).mean() / self.k) if len(scores) else 0.0
+    def precision(self, tail_scores: np.ndarray, k: int) -> float:
+        """P@k (k at most the view's) over every label, the tail's columns scored `tail_scores`."""
+        scores = np.concatenate([self.rest_top[:, :k], tail_scores], axis=1)
+        hits = np.concatenate([self.rest_hits[:, :k], self.truth.toarray() != 0], axis=1)
+        best = _best_k(scores, k)
+        return float(np.take_along_axis(hits, best, axis=1).sum(axis=1).mean() / k) if len(scores) else 0.0
+
+    def precisions(self, tail_scores: np.ndarray) -> dict[int, float]:
+        """P@k for each k the guard reads (GUARDED, up to the view's k)."""
+        return {k: self.precision(tail_scores, k) for k in GUARDED if k <= self.k}
 
     def rare_f1(self, tail_scores: np.ndarray, rule: dict) -> float:
         """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation)."""
@@ -116,13 +122,13 @@ class TailView:
 
 @dataclass(frozen=True)
 class TailChoice:
-    """The tail's weights (None: the shared ones stay), with validation Rare-F1 and P@k of both."""
+    """The tail's weights (None: the shared ones stay), with validation Rare-F1 and P@k of both ({k: P@k})."""
 
     weights: list[float] | None
     rare_f1: float
     shared_rare_f1: float
-    precision: float
-    shared_precision: float
+    precision: dict[int, float]
+    shared_precision: dict[int, float]
 
 
 def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slack: float,
@@ -130,14 +136,18 @@ def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slac
     """The coordinate search of the module docstring; `shared`: the layers' shared weights (default 0 each)."""
     shared = list(shared) if shared is not None else [0.0] * len(grids)
     base_scores = view.scores(shared)
-    base_p, base_f1 = view.precision(base_scores), view.rare_f1(base_scores, rule)
+    base_p, base_f1 = view.precisions(base_scores), view.rare_f1(base_scores, rule)
+
+    def allowed(scores: np.ndarray) -> bool:
+        return all(p >= base_p[k] - slack for k, p in view.precisions(scores).items())
+
     weights = [0.0] * len(grids)
     for i, grid in enumerate(grids):
         best: tuple[tuple[float, float], float] | None = None
         for w in sorted({float(g) for g in grid} | {weights[i]}):
             trial = [*weights[:i], w, *weights[i + 1:]]
             scores = view.scores(trial)
-            if view.precision(scores) < base_p - slack:
+            if not allowed(scores):
                 continue
             key = (view.rare_f1(scores, rule), -w)
             if best is None or key > best[0]:
@@ -145,17 +155,20 @@ def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slac
         if best is not None:
             weights[i] = best[1]
     scores = view.scores(weights)
-    p, f1 = view.precision(scores), view.rare_f1(scores, rule)
-    keep = p >= base_p - slack and f1 > base_f1
-    return TailChoice(weights if keep else None, f1, base_f1, p, base_p)
+    f1 = view.rare_f1(scores, rule)
+    keep = allowed(scores) and f1 > base_f1
+    return TailChoice(weights if keep else None, f1, base_f1, view.precisions(scores), base_p)
 
 
 def _top(scores: np.ndarray, truth: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's k best scores (padded with -inf when a row has fewer columns) and whether each is a positive."""
+    """Each row's k best scores in descending order (padded with -inf when a row has fewer columns) and whether
+    each is a positive."""
     n, width = scores.shape
     if width < k:
         scores = np.concatenate([scores, np.full((n, k - width), -np.inf, scores.dtype)], axis=1)
     best = _best_k(scores, k)
+    best = np.take_along_axis(best, np.argsort(-np.take_along_axis(scores, best, axis=1), axis=1, kind="stable"),
+                              axis=1)
     dense = truth.toarray() != 0
     if width < k:
         dense = np.concatenate([dense, np.zeros((n, k - width), bool)], axis=1)
@@ -163,7 +176,7 @@ def _top(scores: np.ndarray, truth: sp.csr_matrix, k: int) -> tuple[np.ndarray, 
 
 
 def _best_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """The column ids of each row's k largest scores (any order; rows of at least k columns)."""
-    if scores.shape[1] == k:
-        return np.broadcast_to(np.arange(k), scores.shape).copy()
+    """The column ids of each row's k largest scores (any order; every column when a row has at most k)."""
+    if scores.shape[1] <= k:
+        return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
     return np.argpartition(-scores, k - 1, axis=1)[:, :k]

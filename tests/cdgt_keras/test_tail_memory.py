@@ -50,7 +50,8 @@ def test_the_views_figures_equal_independent_computations():
         full = _full(bare, parts, shared, tail, tail_weights)
         scores = view.scores(tail_weights)
         np.testing.assert_array_equal(scores, full[:, tail])
-        assert view.precision(scores) == pytest.approx(precision_at_k(truth, full, 5), abs=1e-12)
+        for k in (1, 3, 5):
+            assert view.precision(scores, k) == pytest.approx(precision_at_k(truth, full, k), abs=1e-12)
         decisions = apply_thresholds(full, tune_thresholds(full, truth, **RULE))
         assert view.rare_f1(scores, RULE) == pytest.approx(rare_f1(truth, decisions, tail), abs=1e-12)
 
@@ -63,8 +64,8 @@ def test_the_search_picks_the_best_rare_f1_coordinate_by_coordinate_within_the_g
 
     def figures(weights):
         full = _full(bare, parts, shared, tail, weights)
-        return precision_at_k(truth, full, 5), rare_f1(truth, apply_thresholds(full, tune_thresholds(
-            full, truth, **RULE)), tail)
+        return [precision_at_k(truth, full, k) for k in (1, 5)], rare_f1(truth, apply_thresholds(
+            full, tune_thresholds(full, truth, **RULE)), tail)
 
     base_p, base_f1 = figures(shared)
     weights = [0.0, 0.0]  # by hand: the same coordinate search over the independent figures
@@ -72,12 +73,12 @@ def test_the_search_picks_the_best_rare_f1_coordinate_by_coordinate_within_the_g
         allowed = []
         for w in grid:
             p, f1 = figures([*weights[:i], w, *weights[i + 1:]])
-            if p >= base_p - slack:
+            if all(a >= b - slack for a, b in zip(p, base_p)):
                 allowed.append((f1, -w))
         weights[i] = -max(allowed)[1] if allowed else weights[i]
     assert choice.weights == weights and choice.weights is not None
     assert choice.rare_f1 > base_f1 == pytest.approx(choice.shared_rare_f1)
-    assert choice.precision >= choice.shared_precision - slack
+    assert all(choice.precision[k] >= choice.shared_precision[k] - slack for k in (1, 5))
     assert choice.weights[1] > 0.0  # the layer that knows the tail gets a share
 
 
@@ -91,7 +92,7 @@ def test_the_shared_weights_stay_when_the_tail_gains_nothing_or_p_at_5_would_fal
                        [0.0, 0.0], tail)
     choice = tune_tail(view, [(0.0,), (0.0, 0.5, 1.0)], RULE, 0.0)
     for w in (0.5, 1.0):
-        assert view.precision(view.scores([0.0, w])) < choice.shared_precision  # what the guard refuses
+        assert view.precision(view.scores([0.0, w]), 5) < choice.shared_precision[5]  # what the guard refuses
     assert choice.weights is None or choice.weights[1] == 0.0
 
 
@@ -102,8 +103,9 @@ def test_what_the_search_returns_is_allowed_and_at_most_the_exhaustive_best():
     shared, grid, slack = [0.1, 0.2], (0.0, 0.4, 0.8), 0.005
     view = TailView.of(_chunks(bare, parts, truth), shared, tail)
     choice = tune_tail(view, [grid, grid], RULE, slack, shared)
+    base = choice.shared_precision
     allowed = [list(w) for w in itertools.product(grid, grid)
-               if view.precision(view.scores(list(w))) >= choice.shared_precision - slack]
+               if all(p >= base[k] - slack for k, p in view.precisions(view.scores(list(w))).items())]
     assert choice.weights in allowed
     assert choice.rare_f1 == view.rare_f1(view.scores(choice.weights), RULE) > choice.shared_rare_f1
     assert choice.rare_f1 <= max(view.rare_f1(view.scores(w), RULE) for w in allowed)
