@@ -133,8 +133,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[tail_memory=shared]`: the shipped preset before its last change (the tail's own weights)
-        ("recommended", "recommended[tail_memory=shared]", "cdgt", *BASELINES, *PEERS)),
+        # `recommended[tail_memory=shared]`: the shipped preset before its last change (the tail's own weights);
+        # `recommended[neighbour_space=input,tail_memory=shared]`: the one before (deps' three seeds, deps-all's row)
+        ("recommended", "recommended[tail_memory=shared]", "recommended[neighbour_space=input,tail_memory=shared]",
+         "cdgt", *BASELINES, *PEERS)),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
         "on the row before it, from the preset shipped before this work to the 1024-unit preset), then the tail tools "
