@@ -37,6 +37,9 @@ _LAZY = {
     "NeighbourVotes": "cdgt_keras.neighbours",
     "LabelCentroids": "cdgt_keras.centroids",
     "centroid_matrix": "cdgt_keras.centroids",
+    "settle": "cdgt_keras.settling",
+    "TailView": "cdgt_keras.tail_memory",
+    "tune_tail": "cdgt_keras.tail_memory",
     "report": "cdgt_keras.metrics",
     "format_report": "cdgt_keras.metrics",
 }

@@ -1,7 +1,8 @@
 """Settling a trained model's memory: remember the training split in its neighbour votes and label centroids, then
 tune each one's share of the answer on validation P@5 (the votes' weight first, then the centroids' with the votes
 in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu centroids (with votes in two spaces,
-`neighbour_space="both"`, the encoder's votes blend in after the input's, their weight tuned second).
+`neighbour_space="both"`, the encoder's votes blend in after the input's, their weight tuned second). With
+`tail_memory="own"` the tail labels then get weights of their own, on validation Rare-F1 (cdgt_keras.tail_memory).
 
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
 Each validation score is computed once: the model's own answer (every weight at 0), the votes and the centroids,
@@ -67,7 +68,8 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
     `rows`): each set of neighbour votes' weight over `grid`, in the order the answer blends them, with the ones
     before it in (returns the first's validation P@5 per weight), then, with the votes in, the label centroids'
-    weight over the config's `centroid_weights` (cdgt_keras.centroids). A model with neither is left as is."""
+    weight over the config's `centroid_weights` (cdgt_keras.centroids); with `tail_memory="own"`, last, the tail
+    labels' own weights (`settle_tail`). A model with neither memory is left as is."""
     voters, centroids = model.vote_layers(), getattr(model, "centroids", None)
     if not voters and centroids is None:
         return {}
