@@ -26,6 +26,7 @@ Example (two documents, label 1 the tail; the votes find its positive, the model
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -93,10 +94,15 @@ class TailView:
         """The tail's columns [n, T] under `weights` (one per layer)."""
         return blend_all(self.bare, self.parts, weights)
 
+    @functools.cached_property
+    def tail_positives(self) -> np.ndarray:
+        """The tail's truth as a dense bool [n, T], made once (every candidate's P@k reads it)."""
+        return self.truth.toarray() != 0
+
     def precision(self, tail_scores: np.ndarray, k: int) -> float:
         """P@k (k at most the view's) over every label, the tail's columns scored `tail_scores`."""
         scores = np.concatenate([self.rest_top[:, :k], tail_scores], axis=1)
-        hits = np.concatenate([self.rest_hits[:, :k], self.truth.toarray() != 0], axis=1)
+        hits = np.concatenate([self.rest_hits[:, :k], self.tail_positives], axis=1)
         best = _best_k(scores, k)
         return float(np.take_along_axis(hits, best, axis=1).sum(axis=1).mean() / k) if len(scores) else 0.0
 
