@@ -29,6 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
+from cdgt_keras import postings
+
 CHUNK_ROWS = 32  # query rows scored at once (bounds a large batch's dense query rows: CHUNK_ROWS x features)
 
 
@@ -85,6 +87,8 @@ class LabelCentroids(keras.layers.Layer):
         # the centroids' entries ordered by feature, as (feature, label) index pairs of one SparseTensor [F, L]
         self.entries = self.add_weight(shape=(self.nnz, 2), dtype="int64", name="entries", **frozen)
         self.values = self.add_weight(shape=(self.nnz,), dtype="float32", name="values", **frozen)
+        # where each feature's entries start (its posting list: cdgt_keras.postings), and the end
+        self.splits = self.add_weight(shape=(self.num_features + 1,), dtype="int64", name="splits", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
         self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
         # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
@@ -103,20 +107,20 @@ class LabelCentroids(keras.layers.Layer):
         feature_ids = np.repeat(np.arange(self.num_features, dtype=np.int64), np.diff(by_feature.indptr))
         self.entries.assign(np.stack([feature_ids, by_feature.indices.astype(np.int64)], axis=1))
         self.values.assign(by_feature.data.astype(np.float32))
+        self.splits.assign(by_feature.indptr.astype(np.int64))
 
     def call(self, inputs: Any) -> tf.Tensor:
         query = inputs if isinstance(inputs, tf.SparseTensor) else tf.sparse.from_dense(tf.convert_to_tensor(inputs))
         query = tf.sparse.SparseTensor(query.indices, tf.cast(query.values, tf.float32), query.dense_shape)
         batch, width = query.dense_shape[0], query.dense_shape[1]
         chunks = tf.maximum((batch + CHUNK_ROWS - 1) // CHUNK_ROWS, 1)  # one (empty) chunk for an empty batch
-        table = tf.SparseTensor(self.entries, self.values, [self.num_features, self.num_labels])
 
         def body(i: tf.Tensor, parts: tf.TensorArray) -> tuple:
             start = i * CHUNK_ROWS
             part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([CHUNK_ROWS, width]))
             part = tf.SparseTensor(part.indices, part.values, tf.stack([tf.minimum(batch - start, CHUNK_ROWS), width]))
-            dense = tf.math.l2_normalize(tf.sparse.to_dense(part), axis=1)
-            scores = tf.transpose(tf.sparse.sparse_dense_matmul(table, dense, adjoint_a=True, adjoint_b=True))
+            scores = postings.product(postings.unit_rows(part), self.splits, self.entries, self.values,
+                                      self.num_features, self.num_labels)
             return i + 1, parts.write(tf.cast(i, tf.int32), tf.maximum(scores, 0.0))
 
         parts = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import tensorflow as tf
 
 from cdgt_keras import centroids as ct  # the module: importable first without a cycle (registration.py)
+from cdgt_keras import postings
 
 CHUNK_ROWS = 32  # query rows whose similarities are computed at once (bounds the memory of a large batch)
 # ... against a dense memory (an encoder's space), where each chunk reads the whole [N, width] matrix: 256 rows
@@ -94,6 +95,8 @@ class NeighbourVotes(keras.layers.Layer):
             # all and took three quarters of a one-row query's time (22 ms against 5.6 ms on debtags)
             self.x_entries = self.add_weight(shape=(s.features_nnz, 2), dtype="int64", name="x_entries", **frozen)
             self.x_values = self.add_weight(shape=(s.features_nnz,), dtype="float32", name="x_values", **frozen)
+            # where each feature's entries start (its posting list: cdgt_keras.postings), and the end
+            self.x_splits = self.add_weight(shape=(s.num_features + 1,), dtype="int64", name="x_splits", **frozen)
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
@@ -129,6 +132,7 @@ class NeighbourVotes(keras.layers.Layer):
             features = np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr))
             self.x_entries.assign(np.stack([features, by_feature.indices.astype(np.int64)], axis=1))
             self.x_values.assign(by_feature.data.astype(np.float32))
+            self.x_splits.assign(by_feature.indptr.astype(np.int64))
         self.y_splits.assign(y.indptr.astype(np.int64))
         self.y_ids.assign(y.indices.astype(np.int64))
 
@@ -171,14 +175,14 @@ class NeighbourVotes(keras.layers.Layer):
         return (tf.reshape(values.concat(), [-1, self.k]), tf.reshape(ids.concat(), [-1, self.k]))
 
     def similarities(self, query: tf.SparseTensor) -> tf.Tensor:
-        """Cosine similarities [B, N] of the query rows with the remembered rows: the remembered matrix (sparse)
-        times the query rows made dense (B x features; B is at most `CHUNK_ROWS` here)."""
-        dense = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)
+        """Cosine similarities [B, N] of the query rows with the remembered rows (B is at most `CHUNK_ROWS` here):
+        in a dense memory the query rows made dense times it; in a sparse one, the query's features' posting
+        lists or a pass over every entry, whichever reads less (cdgt_keras.postings)."""
         s = self.shape
         if s.dense:
-            return tf.matmul(dense, self.x_dense, transpose_b=True)
-        by_feature = tf.SparseTensor(self.x_entries, self.x_values, [s.num_features, s.num_train])
-        return tf.transpose(tf.sparse.sparse_dense_matmul(by_feature, dense, adjoint_a=True, adjoint_b=True))
+            return tf.matmul(tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1), self.x_dense, transpose_b=True)
+        return postings.product(postings.unit_rows(query), self.x_splits, self.x_entries, self.x_values,
+                                s.num_features, s.num_train)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k}

@@ -1,0 +1,95 @@
+"""Posting lists (cdgt_keras/postings.py): the product that reads the query's features' entries equals a dense
+product by numpy and the plain sparse-dense one, whichever road `product` takes; the memories that use it answer
+the same one row at a time as in a batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import tensorflow as tf
+
+from cdgt_keras import postings
+from cdgt_keras.centroids import LabelCentroids, centroid_nnz
+from cdgt_keras.inputs import to_sparse_tensor
+from cdgt_keras.neighbours import MemoryShape, NeighbourVotes
+
+
+def _matrix(features: int = 40, columns: int = 25, density: float = 0.15, seed: int = 0):
+    """A random M [features, columns] as the layers keep it: entries in feature order, splits, values; features
+    30 to 39 have no entry."""
+    m = sp.random(features, columns, density=density, format="lil", random_state=seed, dtype=np.float32)
+    m[30:] = 0.0
+    m = sp.csr_matrix(m)  # [features, columns], rows in feature order
+    m.sort_indices()
+    feature = np.repeat(np.arange(features, dtype=np.int64), np.diff(m.indptr))
+    entries = np.stack([feature, m.indices.astype(np.int64)], axis=1)
+    return m, tf.constant(m.indptr.astype(np.int64)), tf.constant(entries), tf.constant(m.data)
+
+
+def _query(rows: int, features: int = 40, density: float = 0.1, seed: int = 1) -> sp.csr_matrix:
+    q = sp.random(rows, features, density=density, format="lil", random_state=seed, dtype=np.float32)
+    q[0] = 0.0  # a row without features
+    q[min(1, rows - 1), 35] = 2.0  # a feature M has no entry for
+    q = sp.csr_matrix(q)
+    q.eliminate_zeros()
+    return q
+
+
+def test_unit_rows_scales_each_row_to_length_one_and_leaves_empty_rows():
+    q = _query(6)
+    got = tf.sparse.to_dense(postings.unit_rows(to_sparse_tensor(q))).numpy()
+    norms = np.linalg.norm(q.toarray(), axis=1, keepdims=True)
+    want = np.divide(q.toarray(), norms, out=np.zeros_like(q.toarray()), where=norms > 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("rows", [1, 5, 32])
+def test_both_roads_equal_the_dense_product(rows):
+    m, splits, entries, values = _matrix()
+    q = _query(rows)
+    want = q.toarray() @ m.toarray()
+    query = to_sparse_tensor(q)
+    posting = postings.posting_product(query, splits, entries, values, m.shape[1]).numpy()
+    plain = postings.plain_product(query, entries, values, m.shape[0], m.shape[1]).numpy()
+    chosen = postings.product(query, splits, entries, values, m.shape[0], m.shape[1]).numpy()
+    for got in (posting, plain, chosen):
+        assert got.shape == (rows, m.shape[1])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_product_reads_the_posting_lists_only_when_they_hold_few_of_the_entries(monkeypatch):
+    m, splits, entries, values = _matrix()
+    taken = []
+    real_posting, real_plain = postings.posting_product, postings.plain_product
+    monkeypatch.setattr(postings, "posting_product", lambda *a: (taken.append("postings"), real_posting(*a))[1])
+    monkeypatch.setattr(postings, "plain_product", lambda *a: (taken.append("plain"), real_plain(*a))[1])
+    one = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 40), dtype=np.float32)  # one feature: its list alone
+    every = sp.csr_matrix(np.ones((4, 40), np.float32))  # every feature in four rows: 4 x nnz entries to read
+    assert m.indptr[4] - m.indptr[3] < m.nnz / postings.READ_RATIO
+    postings.product(to_sparse_tensor(one), splits, entries, values, 40, 25)
+    postings.product(to_sparse_tensor(every), splits, entries, values, 40, 25)
+    assert taken == ["postings", "plain"]
+
+
+def _memory(n: int = 60, features: int = 50, labels: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = sp.random(n, features, density=0.08, format="csr", random_state=seed, dtype=np.float32)
+    x.data = rng.random(x.nnz).astype(np.float32) + 0.1
+    y = sp.csr_matrix((rng.random((n, labels)) < 0.2).astype(np.float32))
+    return x, y
+
+
+def test_the_memories_answer_a_row_alone_as_in_a_batch():
+    """A lone row takes the posting lists, a batch of 32 the plain product: the answers agree."""
+    x, y = _memory()
+    votes = NeighbourVotes(MemoryShape.of(x, y), num_labels=y.shape[1], k=5)
+    votes.remember(x, y)
+    cents = LabelCentroids(num_features=x.shape[1], num_labels=y.shape[1], nnz=centroid_nnz(x, y, 0))
+    cents.remember(x, y)
+    q = x[:32].copy()
+    q.data = q.data * 3.0  # not unit length: the layers scale it
+    for layer in (votes, cents):
+        batch = layer(to_sparse_tensor(q)).numpy()
+        alone = np.concatenate([layer(to_sparse_tensor(q[i:i + 1])).numpy() for i in range(q.shape[0])])
+        np.testing.assert_allclose(alone, batch, rtol=1e-5, atol=1e-6)
