@@ -93,3 +93,14 @@ def test_the_memories_answer_a_row_alone_as_in_a_batch():
         batch = layer(to_sparse_tensor(q)).numpy()
         alone = np.concatenate([layer(to_sparse_tensor(q[i:i + 1])).numpy() for i in range(q.shape[0])])
         np.testing.assert_allclose(alone, batch, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(0, 40), (3, 40)])
+def test_an_empty_batch_and_rows_without_entries_give_zeros(shape):
+    _, splits, entries, values = _matrix()
+    empty = to_sparse_tensor(sp.csr_matrix(shape, dtype=np.float32))
+    no_entries = to_sparse_tensor(sp.csr_matrix(([1.0, 2.0], ([0, 0], [31, 35])), shape=(1, 40), dtype=np.float32))
+    for query, rows in ((empty, shape[0]), (no_entries, 1)):
+        for got in (postings.posting_product(query, splits, entries, values, 25),
+                    postings.product(query, splits, entries, values, 40, 25)):
+            assert got.numpy().tolist() == [[0.0] * 25] * rows
