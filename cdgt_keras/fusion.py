@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from cdgt_keras.columns import ColumnTable, combine
 from cdgt_keras.layout import PlayerLayout
 
 
@@ -38,23 +39,21 @@ def fusion_weights(layout: PlayerLayout, mode: str, core_weight: float = 0.75) -
     return weights.astype(np.float32)
 
 
-def slot_matrix(layout: PlayerLayout, weights: np.ndarray) -> tf.SparseTensor:
-    """The static fusion as a sparse [sum |L_i|, L] matrix: entry (flat position of player i's label l, l) holds
-    w_{i,l}, so that p_hat = concat(players) @ matrix.
+def slot_table(layout: PlayerLayout, weights: np.ndarray) -> ColumnTable:
+    """The static fusion as a sparse [sum |L_i|, L] table: entry (flat position of player i's label l, l) holds
+    w_{i,l}, so that p_hat = concat(players) @ table (`cdgt_keras.columns.combine`).
 
     A gather of [B, L, K] slots costs a transposed copy of the batch's scores and, backward, a segment sum over
     them; at 18.6k labels it was the largest part of a training step. The product touches each weight once.
 
         >>> layout = PlayerLayout.from_frequencies(np.linspace(0.5, 0.05, 8), 2, overlap=0.5)
-        >>> matrix = slot_matrix(layout, fusion_weights(layout, "mean"))
-        >>> matrix.dense_shape.numpy().tolist(), tf.sparse.to_dense(matrix).numpy()[:, 3].tolist()  # label 3: shared
+        >>> table = slot_table(layout, fusion_weights(layout, "mean"))
+        >>> table.sparse.dense_shape.numpy().tolist(), tf.sparse.to_dense(table.sparse).numpy()[:, 3].tolist()
         ([10, 8], [0.0, 0.0, 0.0, 0.5, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
     """
     labels, slots = np.nonzero(layout.slot_mask)
-    rows = layout.slot_index[labels, slots].astype(np.int64)
-    matrix = tf.SparseTensor(np.stack([rows, labels.astype(np.int64)], axis=1),
-                             weights[labels, slots].astype(np.float32), [layout.flat_size, layout.num_labels])
-    return tf.sparse.reorder(matrix)
+    rows = layout.slot_index[labels, slots]
+    return ColumnTable(rows, labels, weights[labels, slots], layout.flat_size, layout.num_labels)
 
 
 def flatten_players(player_probs: list[tf.Tensor]) -> tf.Tensor:
@@ -78,7 +77,7 @@ class Fusion(keras.layers.Layer):
         self.slot_mask = tf.constant(layout.slot_mask)
         if mode in ("mean", "core"):
             self.weights_table = tf.constant(fusion_weights(layout, mode, core_weight))
-            self.matrix = slot_matrix(layout, fusion_weights(layout, mode, core_weight))
+            self.table = slot_table(layout, fusion_weights(layout, mode, core_weight))
         if mode == "attention":
             self.context = [keras.layers.Dense(attention_dim, use_bias=False, name=f"context_{i}")
                             for i in range(layout.n_players)]
@@ -97,9 +96,12 @@ class Fusion(keras.layers.Layer):
                     layer.build(shape)
         self.built = True
 
-    def call(self, player_probs: list[tf.Tensor], contexts: list[tf.Tensor] | None = None) -> tf.Tensor:
-        if self.mode in ("mean", "core"):  # static weights: one sparse product (slot_matrix)
-            return tf.sparse.sparse_dense_matmul(tf.concat(player_probs, axis=1), self.matrix)
+    def call(self, player_probs: list[tf.Tensor], contexts: list[tf.Tensor] | None = None,
+             kernel: bool = False) -> tf.Tensor:
+        """p_hat [B, L]; `kernel`: static weights through cdgt's kernel (training; a served model keeps
+        TensorFlow's ops, which give the same bits)."""
+        if self.mode in ("mean", "core"):  # static weights: one sparse product (slot_table)
+            return combine(tf.concat(player_probs, axis=1), self.table, fused=kernel)
         slots = tf.gather(flatten_players(player_probs), self.slot_index, axis=1)  # [B, L, K]
         if self.mode == "max":
             return tf.reduce_max(slots * self.slot_mask, axis=-1)

@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from cdgt_keras import objectives as obj
+from cdgt_keras.columns import ColumnTable, combine
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.layout import PlayerLayout
 
@@ -86,8 +87,8 @@ class Game:
         `weighted`: w * c [B, L] (`weighted_correctness`); `flat`: the players' probabilities concatenated."""
         cfg = self.config
         rarity = obj.masked_rarity_part(weighted, self.player_mask[i], self.num_labels)
-        own = tf.sparse.sparse_dense_matmul(probs[i], self.own_select[i])
-        peers = tf.sparse.sparse_dense_matmul(flat, self.peer_matrix[i])  # the peers' mean (peer_mean)
+        own = combine(probs[i], self.own_select[i])
+        peers = combine(flat, self.peer_matrix[i])  # the peers' mean (peer_mean)
         values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
         part = obj.disagreement_part(values, self.num_labels)
         return rarity, tf.stop_gradient(part) if self.disagreement_idle else part, (own, peers)
@@ -124,22 +125,19 @@ class Game:
             kl_head=_masked_mean(kl, self.overlap_upper), kl_tail=_masked_mean(kl, 1.0 - self.overlap_upper))
 
 
-def _selection(rows: np.ndarray, values: np.ndarray, height: int) -> tf.SparseTensor:
+def _selection(rows: np.ndarray, values: np.ndarray, height: int) -> ColumnTable:
     """[height, len(rows)] with values[j] at (rows[j], j): x @ it = x[:, rows] * values."""
     rows = np.asarray(rows, np.int64)
-    indices = np.stack([rows, np.arange(rows.size, dtype=np.int64)], axis=1).reshape(-1, 2)
-    return tf.sparse.reorder(tf.SparseTensor(indices, np.asarray(values, np.float32), [height, rows.size]))
+    return ColumnTable(rows, np.arange(rows.size), values, height, rows.size)
 
 
-def _peer_matrix(peer_index: np.ndarray, peer_mask: np.ndarray, flat_size: int) -> tf.SparseTensor:
+def _peer_matrix(peer_index: np.ndarray, peer_mask: np.ndarray, flat_size: int) -> ColumnTable:
     """[flat_size, |O_i|]: column o holds 1/k at the flat positions of the k other players covering label o, so
     that flat @ it is `objectives.peer_mean` (padding slots, masked, are left out)."""
     counts = np.maximum(peer_mask.sum(axis=1), 1.0)
     cols, slots = np.nonzero(peer_mask > 0)
     rows = peer_index[cols, slots].astype(np.int64)
-    indices = np.stack([rows, cols.astype(np.int64)], axis=1).reshape(-1, 2)
-    matrix = tf.SparseTensor(indices, (1.0 / counts[cols]).astype(np.float32), [flat_size, peer_index.shape[0]])
-    return tf.sparse.reorder(matrix)
+    return ColumnTable(rows, cols, (1.0 / counts[cols]).astype(np.float32), flat_size, peer_index.shape[0])
 
 
 def _masked_mean(values: tf.Tensor, column_mask: tf.Tensor) -> tf.Tensor:

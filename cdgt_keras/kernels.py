@@ -3,11 +3,15 @@
 - `lazy_adam_rows()`: the `CdgtLazyAdamRows` op (lazy_adam_rows.cc): Adam on the rows a sparse gradient names, in
   one pass. `LazyAdam` updates the shared encoder's first layer through it (on debtags' batches, 11k rows of 512,
   it takes about half the time of LazyAdam's own TensorFlow ops, which remain the fallback and the reference:
-  tests hold the two to the same bits). None when the op cannot be built; `kernel_status()` says why.
+  tests hold the two to the same bits).
+- `column_combine()`: the `CdgtColumnCombine` op (column_combine.cc): a batch times a static sparse table of a few
+  entries per output column, row by row (`cdgt_keras.columns`: the players' fusion and the game's selections in
+  training, without the two transposed copies of the batch that TensorFlow's sparse product makes).
 
-The library is built once per TensorFlow version, source and machine into a cache directory (`CDGT_KERNEL_CACHE`,
-else `$XDG_CACHE_HOME/cdgt/kernels`, else `~/.cache/cdgt/kernels`), with `CXX` (default g++) and TensorFlow's own
-compile and link flags; it takes about 10 s. `CDGT_FUSED_KERNELS=0` keeps to TensorFlow's ops.
+Each is None when the library cannot be built; `kernel_status()` says why. The library is built once per
+TensorFlow version, source and machine into a cache directory (`CDGT_KERNEL_CACHE`, else
+`$XDG_CACHE_HOME/cdgt/kernels`, else `~/.cache/cdgt/kernels`), with `CXX` (default g++) and TensorFlow's own compile
+and link flags; it takes about 20 s. `CDGT_FUSED_KERNELS=0` keeps to TensorFlow's ops.
 
     >>> op = lazy_adam_rows()                    # built here on first use (or None, with a warning saying why)
     >>> (op is not None) == (kernel_status() == "fused")
@@ -27,7 +31,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-_SOURCE = Path(__file__).with_name("lazy_adam_rows.cc")
+_SOURCES = [Path(__file__).with_name(name) for name in ("lazy_adam_rows.cc", "column_combine.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
 _FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off"]
 _state: dict[str, Any] = {}
@@ -53,32 +57,34 @@ def _machine() -> str:
 
 
 def _build(tf: Any, compiler: str) -> Path:
-    """Compile the op's library for this TensorFlow and machine, or return the one built before."""
+    """Compile the ops' library for this TensorFlow and machine, or return the one built before."""
     flags = [*_FLAGS, *tf.sysconfig.get_compile_flags()]
     links = list(tf.sysconfig.get_link_flags())
-    key = hashlib.sha256("\n".join([_SOURCE.read_text(), tf.__version__, compiler, *flags, *links,
-                                    _machine()]).encode()).hexdigest()[:16]
-    target = cache_dir() / f"lazy_adam_rows-{key}.so"
+    texts = [source.read_text() for source in _SOURCES]
+    key = hashlib.sha256("\n".join([*texts, tf.__version__, compiler, *flags, *links, _machine()]).encode())
+    key = key.hexdigest()[:16]
+    target = cache_dir() / f"cdgt_kernels-{key}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    print(f"cdgt: building the fused LazyAdam kernel into {target.parent} (once, about 10 s)", file=sys.stderr)
+    print(f"cdgt: building cdgt's fused kernels into {target.parent} (once, about 20 s)", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         built = Path(scratch) / target.name
-        result = subprocess.run([compiler, *flags, str(_SOURCE), "-o", str(built), *links],
+        sources = [str(source) for source in _SOURCES]
+        result = subprocess.run([compiler, *flags, *sources, "-o", str(built), *links],
                                 capture_output=True, text=True, timeout=600)
         if result.returncode != 0:
-            raise RuntimeError(f"{compiler} failed on {_SOURCE.name}: {result.stderr.strip()[-600:]}")
+            names = ", ".join(source.name for source in _SOURCES)
+            raise RuntimeError(f"{compiler} failed on {names}: {result.stderr.strip()[-600:]}")
         os.replace(built, target)  # atomic: a concurrent build finds a whole library or none
     return target
 
 
-def lazy_adam_rows() -> Any:
-    """The `CdgtLazyAdamRows` op (a callable of var, m, v handles, rows, grad, alpha, beta_1, beta_2, epsilon),
-    or None when it is switched off or cannot be built (one warning says why)."""
-    if "op" in _state:
-        return _state["op"]
-    _state["op"], _state["status"] = None, "TensorFlow ops (CDGT_FUSED_KERNELS=0)"
+def _library() -> Any:
+    """The loaded ops' module, or None when it is switched off or cannot be built (one warning says why)."""
+    if "lib" in _state:
+        return _state["lib"]
+    _state["lib"], _state["status"] = None, "TensorFlow ops (CDGT_FUSED_KERNELS=0)"
     if os.environ.get("CDGT_FUSED_KERNELS", "1") == "0":
         return None
     compiler = os.environ.get("CXX", "g++")
@@ -87,15 +93,29 @@ def lazy_adam_rows() -> Any:
 
         if shutil.which(compiler) is None:
             raise RuntimeError(f"no C++ compiler {compiler!r} on PATH (set CXX, or install g++)")
-        _state["op"] = tf.load_op_library(str(_build(tf, compiler))).cdgt_lazy_adam_rows
+        _state["lib"] = tf.load_op_library(str(_build(tf, compiler)))
         _state["status"] = "fused"
     except Exception as err:  # any failure leaves TensorFlow's ops, which are always right
-        _state["status"] = f"TensorFlow ops (the fused kernel could not be built: {err})"
-        warnings.warn(f"cdgt: LazyAdam runs on TensorFlow's ops, about twice as slow on wide sparse inputs: {err}",
-                      RuntimeWarning, stacklevel=2)
-    return _state["op"]
+        _state["status"] = f"TensorFlow ops (the fused kernels could not be built: {err})"
+        warnings.warn(f"cdgt: LazyAdam and the players' fusion run on TensorFlow's ops, slower on wide inputs and "
+                      f"many labels: {err}", RuntimeWarning, stacklevel=3)
+    return _state["lib"]
+
+
+def lazy_adam_rows() -> Any:
+    """The `CdgtLazyAdamRows` op (a callable of var, m, v handles, rows, grad, alpha, beta_1, beta_2, epsilon),
+    or None when it is switched off or cannot be built."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_lazy_adam_rows
+
+
+def column_combine() -> Any:
+    """The `CdgtColumnCombine` op (a callable of x, splits, cols, weights), or None as `lazy_adam_rows`."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_column_combine
 
 
 def kernel_status() -> str:
-    """"fused", "not built yet", or "TensorFlow ops (<why>)": what LazyAdam's sparse updates run on."""
+    """"fused", "not built yet", or "TensorFlow ops (<why>)": what LazyAdam's sparse updates and the players'
+    fusion in training run on."""
     return _state.get("status", "not built yet")

@@ -200,7 +200,7 @@ class CDGTModel(keras.Model):
     def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
         contexts = self.contexts(inputs, training)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
-        fused = self.fusion(probs, contexts)
+        fused = self.fusion(probs, contexts, kernel=training)
         if not training:
             for layer, space in self.vote_layers():
                 fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
@@ -234,11 +234,11 @@ class CDGTModel(keras.Model):
         """J_i = R + alpha * C_i with every other player's output held fixed (SPEC §5)."""
         fixed = [p if j == i else tf.stop_gradient(p) for j, p in enumerate(probs)]
         ctx = [c if j == i else tf.stop_gradient(c) for j, c in enumerate(contexts)]
-        return self.rules.player_objective(i, y, self.fusion(fixed, ctx), fixed, beta)
+        return self.rules.player_objective(i, y, self.fusion(fixed, ctx, kernel=True), fixed, beta)
 
     def game(self, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
         """Every term of the game at the given outputs (cdgt_keras.game.GameTerms), differentiable everywhere."""
-        return self.rules.terms(y, self.fusion(probs, contexts), probs, beta)
+        return self.rules.terms(y, self.fusion(probs, contexts, kernel=True), probs, beta)
 
     def record(self, terms: GameTerms, batch_size: tf.Tensor) -> dict[str, tf.Tensor]:
         """Update the step metrics (global means under tf.distribute) and return their values."""

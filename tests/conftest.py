@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,20 @@ def data_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def built_kernel(getter: Any) -> Any:
+    """cdgt's fused op that `getter` (from cdgt_keras.kernels) returns; it must build in CI (which has g++: the fast
+    road is tested there, not skipped), and locally its absence skips the test."""
+    from cdgt_keras import kernels
+
+    op = getter()
+    if op is None:
+        message = f"the fused kernels did not build: {kernels.kernel_status()}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return op
 
 
 def write_debian_catalogue(folder: Path, n: int = 40) -> Path:
