@@ -1,9 +1,11 @@
 """cdgt's own TensorFlow kernels, compiled on first use with the machine's C++ compiler.
 
-- `lazy_adam_rows()`: the `CdgtLazyAdamRows` op (lazy_adam_rows.cc): Adam on the rows a sparse gradient names, in
+- `lazy_adam_rows()`: the `CdgtLazyAdamRows` op (adam.cc): Adam on the rows a sparse gradient names, in
   one pass. `LazyAdam` updates the shared encoder's first layer through it (on debtags' batches, 11k rows of 512,
   it takes about half the time of LazyAdam's own TensorFlow ops, which remain the fallback and the reference:
   tests hold the two to the same bits).
+- `adam_dense()`: the `CdgtAdamDense` op (adam.cc): Keras' Adam on a whole variable in one pass, with the bits
+  of Keras' ten element-wise kernels (`LazyAdam`'s dense gradients: the players' output layers).
 - `column_combine()`: the `CdgtColumnCombine` op (column_combine.cc): a batch times a static sparse table of a few
   entries per output column, row by row (`cdgt_keras.columns`: the players' fusion and the game's selections in
   training, without the two transposed copies of the batch that TensorFlow's sparse product makes).
@@ -31,7 +33,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-_SOURCES = [Path(__file__).with_name(name) for name in ("lazy_adam_rows.cc", "column_combine.cc")]
+_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
 _FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off"]
 _state: dict[str, Any] = {}
@@ -107,6 +109,13 @@ def lazy_adam_rows() -> Any:
     or None when it is switched off or cannot be built."""
     lib = _library()
     return None if lib is None else lib.cdgt_lazy_adam_rows
+
+
+def adam_dense() -> Any:
+    """The `CdgtAdamDense` op (a callable of var, m, v handles, grad, alpha, keep_1, keep_2, epsilon), or None as
+    `lazy_adam_rows`."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_adam_dense
 
 
 def column_combine() -> Any:

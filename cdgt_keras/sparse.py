@@ -24,7 +24,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from cdgt_keras.kernels import lazy_adam_rows
+from cdgt_keras.kernels import adam_dense, lazy_adam_rows
 
 
 def _kernel_tensor(kernel: Any) -> Any:
@@ -115,7 +115,8 @@ class LazyAdam(keras.optimizers.Adam):
 
     The rows' update runs in one pass through cdgt's fused kernel (`cdgt_keras.kernels`) when it can be built, else
     through TensorFlow's ops (a dozen passes: gathers, element-wise kernels, three scatters); both do the same float
-    operations in the same order and give the same bits. `fused = False` on an instance keeps it to the ops.
+    operations in the same order and give the same bits. A dense gradient takes Keras' Adam, in one pass through
+    cdgt's other kernel when built (the same bits as Keras' ops). `fused = False` on an instance keeps to the ops.
 
         >>> var = keras.Variable([[1.0], [1.0]])
         >>> _ = LazyAdam(0.5).apply_gradients([(tf.IndexedSlices(tf.constant([[2.0]]), tf.constant([1])), var)])
@@ -125,15 +126,33 @@ class LazyAdam(keras.optimizers.Adam):
 
     fused = True
 
-    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
-        if not isinstance(gradient, tf.IndexedSlices):
-            return super().update_step(gradient, variable, learning_rate)
-        rows, values = _summed_rows(gradient, variable.dtype)
+    def _alpha(self, variable: Any, learning_rate: Any) -> tf.Tensor:
+        """Adam's step at this iteration, lr sqrt(1 - beta_2^t) / (1 - beta_1^t), computed as Keras computes it."""
         lr = tf.cast(learning_rate, variable.dtype)
         step = tf.cast(self.iterations + 1, variable.dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, variable.dtype), tf.cast(self.beta_2, variable.dtype)
+        return lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+
+    def _dense_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        """Keras' Adam on a dense gradient, in one pass through cdgt's kernel when it is built (the same bits)."""
+        fused_op = adam_dense() if self.fused and variable.dtype == "float32" and not self.amsgrad else None
+        if fused_op is None:
+            return super().update_step(gradient, variable, learning_rate)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        fused_op(var=_kernel_tensor(variable).handle, m=_kernel_tensor(m).handle, v=_kernel_tensor(v).handle,
+                 grad=tf.cast(gradient, variable.dtype), alpha=self._alpha(variable, learning_rate),
+                 keep_1=tf.constant(1 - self.beta_1, tf.float32), keep_2=tf.constant(1 - self.beta_2, tf.float32),
+                 epsilon=tf.constant(self.epsilon, tf.float32))
+        return None
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        if not isinstance(gradient, tf.IndexedSlices):
+            return self._dense_step(gradient, variable, learning_rate)
+        rows, values = _summed_rows(gradient, variable.dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, variable.dtype), tf.cast(self.beta_2, variable.dtype)
         epsilon = tf.cast(self.epsilon, variable.dtype)
-        alpha = lr * tf.sqrt(1 - tf.pow(beta_2, step)) / (1 - tf.pow(beta_1, step))
+        alpha = self._alpha(variable, learning_rate)
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
         fused_op = lazy_adam_rows() if self.fused and variable.dtype == "float32" else None

@@ -40,6 +40,37 @@ def test_the_fused_kernel_gives_the_bits_of_lazy_adams_ops(fused_op, index_dtype
     assert kernels.kernel_status() == "fused"
 
 
+def _dense_steps(fused: bool, steps: int = 5) -> list[np.ndarray]:
+    """Five LazyAdam steps on dense gradients of a [30, 7] kernel and a [7] bias; both variables, m and v after."""
+    rng = np.random.default_rng(1)
+    variables = [keras.Variable(rng.standard_normal(shape).astype(np.float32)) for shape in ((30, 7), (7,))]
+    opt = LazyAdam(0.05)
+    opt.fused = fused
+    for _ in range(steps):
+        grads = [tf.constant(rng.standard_normal(v.shape).astype(np.float32) * 10.0 ** rng.integers(-6, 2))
+                 for v in variables]
+        opt.apply_gradients(zip(grads, variables))
+    return [v.numpy() for v in variables] + [t.numpy() for t in [*opt._momentums, *opt._velocities]]
+
+
+def test_the_dense_kernel_gives_the_bits_of_keras_adam(fused_op) -> None:
+    fused_road = _dense_steps(True)
+    for fused, ops in zip(fused_road, _dense_steps(False)):  # fused = False: keras.optimizers.Adam's own step
+        np.testing.assert_array_equal(fused, ops)
+    var = keras.Variable([[1.0, -1.0]])  # Adam's first step by hand: var - lr * g / (|g| + eps) = var - lr sign(g)
+    LazyAdam(0.5).apply_gradients([(tf.constant([[2.0, -4.0]]), var)])
+    np.testing.assert_allclose(var.numpy(), [[0.5, -0.5]], rtol=2e-5)  # 1 - 0.999 rounds to float32 in alpha
+
+
+def test_the_dense_kernel_names_a_wrong_shape(fused_op) -> None:
+    from cdgt_keras.kernels import adam_dense
+
+    var, m, v = (tf.Variable(tf.ones([3, 2])) for _ in range(3))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have var's shape"):
+        adam_dense()(var=var.handle, m=m.handle, v=v.handle, grad=tf.ones([2, 3]), alpha=0.1, keep_1=0.1,
+                     keep_2=0.001, epsilon=1e-7)
+
+
 def test_the_fused_kernel_by_hand_on_one_row(fused_op) -> None:
     var, m, v = tf.Variable([[1.0, 2.0], [3.0, 4.0]]), tf.Variable([[0.0, 0.0], [1.0, 1.0]]), tf.Variable(
         [[0.0, 0.0], [4.0, 4.0]])
@@ -113,7 +144,7 @@ def test_a_compiler_error_is_reported_and_switching_off_is_honoured(monkeypatch,
     monkeypatch.setattr(kernels, "_state", {})
     monkeypatch.setenv("CDGT_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setenv("CXX", "false")  # a "compiler" that always fails
-    with pytest.warns(RuntimeWarning, match="false failed on lazy_adam_rows.cc"):
+    with pytest.warns(RuntimeWarning, match="false failed on adam.cc"):
         assert kernels.lazy_adam_rows() is None
     monkeypatch.setattr(kernels, "_state", {})
     monkeypatch.setenv("CDGT_FUSED_KERNELS", "0")
