@@ -61,10 +61,11 @@ static absl::Status SoleBuffer(OpKernelContext* ctx, Var* var, Tensor** out) {
 
 static float Scalar(OpKernelContext* ctx, int input) { return ctx->input(input).scalar<float>()(); }
 
-template <typename Index>
-class LazyAdamRowsOp : public OpKernel {
+// An Adam op: var, m and v (inputs 0-2) looked up, locked, made its own (SoleBuffer) and checked to be float32 of
+// one shape, then handed to Update.
+class AdamOp : public OpKernel {
  public:
-  explicit LazyAdamRowsOp(OpKernelConstruction* c) : OpKernel(c) {}
+  explicit AdamOp(OpKernelConstruction* c) : OpKernel(c) {}
 
   void Compute(OpKernelContext* ctx) override {
     core::RefCountPtr<Var> var, m, v;
@@ -76,11 +77,24 @@ class LazyAdamRowsOp : public OpKernel {
     OP_REQUIRES_OK(ctx, SoleBuffer(ctx, var.get(), &t_var));
     OP_REQUIRES_OK(ctx, SoleBuffer(ctx, m.get(), &t_m));
     OP_REQUIRES_OK(ctx, SoleBuffer(ctx, v.get(), &t_v));
-    OP_REQUIRES(ctx, t_var->dtype() == DT_FLOAT && t_var->dims() == 2,
-                errors::InvalidArgument("var must be a float32 matrix, got ", t_var->DebugString()));
-    OP_REQUIRES(ctx, t_m->dtype() == DT_FLOAT && t_v->dtype() == DT_FLOAT && t_m->shape() == t_var->shape() &&
-                         t_v->shape() == t_var->shape(),
-                errors::InvalidArgument("m and v must be float32 of var's shape ", t_var->shape().DebugString()));
+    OP_REQUIRES(ctx, t_var->dtype() == DT_FLOAT && t_m->dtype() == DT_FLOAT && t_v->dtype() == DT_FLOAT &&
+                         t_m->shape() == t_var->shape() && t_v->shape() == t_var->shape(),
+                errors::InvalidArgument("var, m and v must be float32 of one shape, got ", t_var->DebugString()));
+    Update(ctx, t_var, t_m, t_v);
+  }
+
+ protected:
+  virtual void Update(OpKernelContext* ctx, Tensor* t_var, Tensor* t_m, Tensor* t_v) = 0;
+};
+
+template <typename Index>
+class LazyAdamRowsOp : public AdamOp {
+ public:
+  explicit LazyAdamRowsOp(OpKernelConstruction* c) : AdamOp(c) {}
+
+ protected:
+  void Update(OpKernelContext* ctx, Tensor* t_var, Tensor* t_m, Tensor* t_v) override {
+    OP_REQUIRES(ctx, t_var->dims() == 2, errors::InvalidArgument("var must be a matrix, got ", t_var->DebugString()));
     const Tensor& rows = ctx->input(3);
     const Tensor& grad = ctx->input(4);
     const int64_t n = rows.NumElements(), height = t_var->dim_size(0), width = t_var->dim_size(1);
@@ -135,27 +149,16 @@ REGISTER_OP("CdgtAdamDense")
     .SetShapeFn([](shape_inference::InferenceContext*) { return absl::OkStatus(); })
     .Doc("Keras' Adam on every element of var, m and v, in place, in one pass.");
 
-class AdamDenseOp : public OpKernel {
+class AdamDenseOp : public AdamOp {
  public:
-  explicit AdamDenseOp(OpKernelConstruction* c) : OpKernel(c) {}
+  explicit AdamDenseOp(OpKernelConstruction* c) : AdamOp(c) {}
 
-  void Compute(OpKernelContext* ctx) override {
-    core::RefCountPtr<Var> var, m, v;
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &var));
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 1), &m));
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 2), &v));
-    mutex_lock lock_var(*var->mu()), lock_m(*m->mu()), lock_v(*v->mu());
-    Tensor *t_var, *t_m, *t_v;
-    OP_REQUIRES_OK(ctx, SoleBuffer(ctx, var.get(), &t_var));
-    OP_REQUIRES_OK(ctx, SoleBuffer(ctx, m.get(), &t_m));
-    OP_REQUIRES_OK(ctx, SoleBuffer(ctx, v.get(), &t_v));
+ protected:
+  void Update(OpKernelContext* ctx, Tensor* t_var, Tensor* t_m, Tensor* t_v) override {
     const Tensor& grad = ctx->input(3);
-    OP_REQUIRES(ctx, t_var->dtype() == DT_FLOAT && t_m->dtype() == DT_FLOAT && t_v->dtype() == DT_FLOAT,
-                errors::InvalidArgument("var, m and v must be float32"));
-    OP_REQUIRES(ctx, t_m->shape() == t_var->shape() && t_v->shape() == t_var->shape() &&
-                         grad.shape() == t_var->shape(),
-                errors::InvalidArgument("m, v and grad must have var's shape ", t_var->shape().DebugString(),
-                                        ", got grad ", grad.shape().DebugString()));
+    OP_REQUIRES(ctx, grad.shape() == t_var->shape(),
+                errors::InvalidArgument("grad must have var's shape ", t_var->shape().DebugString(), ", got ",
+                                        grad.shape().DebugString()));
     const float alpha = ctx->input(4).scalar<float>()(), keep_1 = ctx->input(5).scalar<float>()();
     const float keep_2 = ctx->input(6).scalar<float>()(), epsilon = ctx->input(7).scalar<float>()();
     float* x = t_var->flat<float>().data();

@@ -66,7 +66,7 @@ def test_the_dense_kernel_names_a_wrong_shape(fused_op) -> None:
     from cdgt_keras.kernels import adam_dense
 
     var, m, v = (tf.Variable(tf.ones([3, 2])) for _ in range(3))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="must have var's shape"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="grad must have var's shape"):
         adam_dense()(var=var.handle, m=m.handle, v=v.handle, grad=tf.ones([2, 3]), alpha=0.1, keep_1=0.1,
                      keep_2=0.001, epsilon=1e-7)
 
