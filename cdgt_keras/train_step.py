@@ -62,7 +62,8 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
     N=1, alpha=0 is exactly plain BCE training); it is applied after the players' sweep. Each player's heads run
     twice a batch: in the first forward pass (whose tape, kept, gives the player its gradient at its turn when
     `reuses_first_forward`; else the player runs its head again at its turn) and once more after its update for
-    the players after it (2N - 1 passes of the heads, not 3N - 1: the same numbers, tested bit for bit).
+    the players after it (2N - 1 passes of the heads, not 3N - 1: the same numbers, tested bit for bit). The first
+    player's objective is read from the first pass too (N - 1 evaluations of the game's objective after it, not N).
     """
     scale, beta, n = _replica_scale(), model.beta_now(), model.cdgt_config.n_players
     shared, reuse = model.shared_variables(), reuses_first_forward(model)
@@ -82,14 +83,18 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor) -> dict[str, Any]:
     for i in range(n):
         tape = first if reuse else tf.GradientTape()
         with tape:
-            ctx = list(fixed_ctx)
-            live = list(probs)
-            if reuse:
-                live[i] = first_probs[i]
+            if reuse and i == 0:  # nothing has moved since the first forward pass: J_1 is the one it computed
+                objective = terms.objective[0]
             else:
-                ctx[i] = own_context(i)
-                live[i] = model.player_probs(i, ctx[i], x, training=True)
-            loss = (model.wide_loss(i, x, y) - model.player_objective(i, y, live, ctx, beta)) * scale
+                ctx = list(fixed_ctx)
+                live = list(probs)
+                if reuse:
+                    live[i] = first_probs[i]
+                else:
+                    ctx[i] = own_context(i)
+                    live[i] = model.player_probs(i, ctx[i], x, training=True)
+                objective = model.player_objective(i, y, live, ctx, beta)
+            loss = (model.wide_loss(i, x, y) - objective) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
         if i < n - 1:  # later players see player i's new parameters
