@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.threads import map_rows
 from cdgt_keras.thresholds import ThresholdCounts
 
 GUARDED = (1, 5)  # the P@k the tail's weights must keep (within the slack)
@@ -185,4 +186,4 @@ def _best_k(scores: np.ndarray, k: int) -> np.ndarray:
     """The column ids of each row's k largest scores (any order; every column when a row has at most k)."""
     if scores.shape[1] <= k:
         return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
-    return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return np.concatenate(map_rows(lambda block: np.argpartition(-block, k - 1, axis=1)[:, :k], scores))

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.threads import map_rows
+
 if TYPE_CHECKING:
     from cdgt_keras.config import CDGTConfig
 
@@ -75,15 +77,20 @@ class ThresholdCounts:
 
     def add(self, probs: np.ndarray, labels: sp.spmatrix) -> None:
         """Count one chunk: probs [rows, L] and its 0/1 labels (csr, same rows)."""
-        chunk = np.asarray(probs, dtype=np.float64)
+        chunk = np.asarray(probs)
         truth = sp.coo_matrix(labels)
         truth = sp.coo_matrix((truth.data != 0, (truth.row, truth.col)), shape=truth.shape)
         truth.sum_duplicates()
         truth.eliminate_zeros()
-        cols = np.broadcast_to(np.arange(self.num_labels), chunk.shape).ravel()
-        self.predicted += _above_counts(chunk.ravel(), cols, self.grid, self.num_labels)
+
+        def above(block: np.ndarray) -> np.ndarray:  # counts are sums over rows: blocks add up exactly
+            cols = np.broadcast_to(np.arange(self.num_labels), block.shape).ravel()
+            return _above_counts(np.asarray(block, dtype=np.float64).ravel(), cols, self.grid, self.num_labels)
+
+        self.predicted += np.sum(map_rows(above, chunk), axis=0)
         col = truth.col.astype(np.int64)
-        self.true_pos += _above_counts(chunk[truth.row, col], col, self.grid, self.num_labels)
+        values = np.asarray(chunk[truth.row, col], dtype=np.float64)
+        self.true_pos += _above_counts(values, col, self.grid, self.num_labels)
         self.positives += np.bincount(col, minlength=self.num_labels)
 
     def thresholds(self, mode: str, min_positives: int = 5, prior_positives: float = 10.0) -> np.ndarray:
