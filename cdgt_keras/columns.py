@@ -4,11 +4,12 @@
 entries per column; `combine(x, table)` is x @ S for a dense batch x [B, height], with its gradient g @ S^T.
 
 TensorFlow multiplies a dense matrix by a sparse one as (S^T x^T)^T: two transposed copies of the batch forward and
-two more backward. At 18.6k labels the fusion's and the selections' products and their copies were a quarter of a
-training step (`cdgt bench profile --dataset deps`). cdgt's `CdgtColumnCombine` kernel (`cdgt_keras.kernels`) reads
-each row of the batch in place instead; it adds a column's entries in row order from 0, as TensorFlow's product
-does, so both give the same bits. Without the kernel (no compiler, `CDGT_FUSED_KERNELS=0`), or with
-`fused=False`, `combine` is TensorFlow's product: what a SavedModel is exported with.
+two more backward. At 18.6k labels the fusion's and the selections' products and their copies took a quarter of a
+training step's CPU time (op statistics of the profiled step: bench/learner_notes.md, round 14). cdgt's
+`CdgtColumnCombine` kernel (`cdgt_keras.kernels`) reads each row of the batch in place instead; it adds a column's
+entries in row order from 0, as TensorFlow's product does, so both give the same bits. Without the kernel (no
+compiler, `CDGT_FUSED_KERNELS=0`), or with `fused=False`, `combine` is TensorFlow's product: what a SavedModel is
+exported with.
 
     >>> table = ColumnTable.from_entries([0, 2, 1], [0, 0, 1], [0.5, 0.5, 1.0], height=3, width=2)
     >>> combine(tf.constant([[2.0, 4.0, 6.0]]), table).numpy().tolist()   # [0.5 * 2 + 0.5 * 6, 4]
