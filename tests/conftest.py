@@ -11,6 +11,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def in_ci() -> bool:
+    """Whether the tests run in CI (CI=true), where what they need must exist: a missing piece fails, not skips."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 def _data_dir() -> Path:
     return Path(os.environ.get("CDGT_DATA_DIR", REPO.parent / "shared" / "data")).resolve()
 
@@ -24,7 +29,7 @@ def data_dir() -> Path:
     path = _data_dir()
     if not path.is_dir():
         message = f"real data not found at {path} (set CDGT_DATA_DIR)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if in_ci():
             pytest.fail(message)
         pytest.skip(message)
     return path
@@ -38,7 +43,7 @@ def built_kernel(getter: Any) -> Any:
     op = getter()
     if op is None:
         message = f"the fused kernels did not build: {kernels.kernel_status()}"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if in_ci():
             pytest.fail(message)
         pytest.skip(message)
     return op
