@@ -25,6 +25,7 @@ from cdgt_keras import objectives as obj
 from cdgt_keras.columns import ColumnTable, combine
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.layout import PlayerLayout
+from cdgt_keras.payoff_grad import PayoffTables, fused_road, payoff_and_rarity
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,16 @@ class Game:
 
     def __init__(self, config: CDGTConfig, layout: PlayerLayout, label_freq: np.ndarray):
         self.config, self.num_labels = config, layout.num_labels
-        self.rarity_w = tf.constant(obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip))
+        rarity = obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip)
+        self.rarity_w = tf.constant(rarity)
         self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in layout.player_labels]
         # Column gathers of [B, L] tensors and their gradients (transposed copies, segment sums) were a large
         # share of a step at 18.6k labels: the same sums and selections as products with static tables.
-        self.player_mask = [tf.constant(np.isin(np.arange(layout.num_labels), p).astype(np.float32))
-                            for p in layout.player_labels]
+        masks = np.stack([np.isin(np.arange(layout.num_labels), p).astype(np.float32) for p in layout.player_labels])
+        self.player_mask = [tf.constant(m) for m in masks]
+        # The shipped payoff and rarity take their gradient from one kernel pass (cdgt_keras.payoff_grad)
+        self.payoff_tables = PayoffTables(rarity, masks)
+        self.fused_payoff = fused_road(config.payoff, config.correctness, config.listwise_weight, layout.coverage)
         self.own_select = [_selection(pos, np.ones(pos.size, np.float32), int(p.size))
                            for pos, p in zip(layout.overlap_positions, layout.player_labels)]
         self.peer_matrix = [_peer_matrix(idx, msk, layout.flat_size)
@@ -80,18 +85,36 @@ class Game:
             value -= cfg.listwise_weight / self.num_labels * listwise
         return value
 
+    def payoff_and_rarity(self, y: tf.Tensor, fused: tf.Tensor,
+                          players: tuple[int, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+        """R and the named players' rarity parts (the first term of C_i) at `fused`."""
+        if self.fused_payoff:
+            return payoff_and_rarity(y, fused, self.payoff_tables, players)
+        value = self.payoff(y, fused)
+        if not players:
+            return value, ()
+        weighted = self.weighted_correctness(y, fused)
+        return value, tuple(obj.masked_rarity_part(weighted, self.player_mask[i], self.num_labels) for i in players)
+
+    def disagreement_parts(self, i: int, probs: list[tf.Tensor],
+                           flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
+        """Player i's disagreement part (before beta), its values per label [B, |O_i|] and (own, peers)
+        probabilities [B, |O_i|]; `flat`: the players' probabilities concatenated."""
+        cfg = self.config
+        own = combine(probs[i], self.own_select[i])
+        peers = combine(flat, self.peer_matrix[i])  # the peers' mean (peer_mean)
+        values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
+        part = obj.disagreement_part(values, self.num_labels)
+        return tf.stop_gradient(part) if self.disagreement_idle else part, values, (own, peers)
+
     def curiosity_parts(self, i: int, weighted: tf.Tensor, probs: list[tf.Tensor],
                         flat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tuple[tf.Tensor, tf.Tensor]]:
         """Player i's rarity part, disagreement part (before beta), and (own, peers) probabilities [B, |O_i|].
 
         `weighted`: w * c [B, L] (`weighted_correctness`); `flat`: the players' probabilities concatenated."""
-        cfg = self.config
         rarity = obj.masked_rarity_part(weighted, self.player_mask[i], self.num_labels)
-        own = combine(probs[i], self.own_select[i])
-        peers = combine(flat, self.peer_matrix[i])  # the peers' mean (peer_mean)
-        values = obj.disagreement(own, peers, cfg.disagreement, cfg.disagreement_cap)
-        part = obj.disagreement_part(values, self.num_labels)
-        return rarity, tf.stop_gradient(part) if self.disagreement_idle else part, (own, peers)
+        dis, _, pair = self.disagreement_parts(i, probs, flat)
+        return rarity, dis, pair
 
     def weighted_correctness(self, y: tf.Tensor, fused: tf.Tensor) -> tf.Tensor:
         """w_l * c_l [B, L], what every player's rarity part sums over its own labels."""
@@ -99,26 +122,31 @@ class Game:
 
     def player_objective(self, i: int, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor],
                          beta: tf.Tensor) -> tf.Tensor:
-        """J_i = R + alpha * C_i at `fused` = the fusion of `probs` (the caller holds the other players fixed)."""
-        value = self.payoff(y, fused)
-        if self.config.alpha > 0:
-            weighted = self.weighted_correctness(y, fused)
-            rarity, dis, _ = self.curiosity_parts(i, weighted, probs, tf.concat(probs, axis=1))
-            value += self.config.alpha * (rarity + beta * dis)
+        """J_i = R + alpha * C_i at `fused` = the fusion of `probs` (the caller holds the other players fixed).
+
+        With beta held at 0 the disagreement part is left out: beta times it adds 0 to the value and nothing to
+        the gradient."""
+        alpha = self.config.alpha
+        value, parts = self.payoff_and_rarity(y, fused, (i,) if alpha > 0 else ())
+        if alpha > 0:
+            if self.disagreement_idle:
+                value += alpha * parts[0]
+            else:
+                dis, _, _ = self.disagreement_parts(i, probs, tf.concat(probs, axis=1))
+                value += alpha * (parts[0] + beta * dis)
         return value
 
     def terms(self, y: tf.Tensor, fused: tf.Tensor, probs: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
         """Every term at the given outputs, differentiable everywhere (`fused` = the fusion of `probs`)."""
-        alpha, R, flat = self.config.alpha, self.payoff(y, fused), tf.concat(probs, axis=1)
-        weighted = self.weighted_correctness(y, fused)
-        rarity, dis, curiosity, pairs = [], [], [], []
-        for i in range(len(probs)):
-            r, d, pair = self.curiosity_parts(i, weighted, probs, flat)
-            rarity.append(r)
+        alpha, flat = self.config.alpha, tf.concat(probs, axis=1)
+        R, rarity = self.payoff_and_rarity(y, fused, tuple(range(len(probs))))
+        dis, curiosity, kl = [], [], []
+        for i, r in enumerate(rarity):
+            d, values, (own, peers) = self.disagreement_parts(i, probs, flat)
             dis.append(d)
             curiosity.append(r + beta * d)
-            pairs.append(pair)
-        kl = tf.concat([obj.bernoulli_kl(own, peers) for own, peers in pairs], axis=1)  # [B, sum |O_i|]
+            kl.append(values if self.config.disagreement == "kl" else obj.bernoulli_kl(own, peers))
+        kl = tf.concat(kl, axis=1)  # [B, sum |O_i|]
         return GameTerms(
             payoff=R, rarity=tuple(rarity), disagreement=tuple(dis), curiosity=tuple(curiosity),
             objective=tuple(R + alpha * c for c in curiosity), potential=R + alpha * tf.add_n(curiosity),

@@ -9,6 +9,9 @@
 - `column_combine()`: the `CdgtColumnCombine` op (column_combine.cc): a batch times a static sparse table of a few
   entries per output column, row by row (`cdgt_keras.columns`: the players' fusion and the game's selections in
   training, without the two transposed copies of the batch that TensorFlow's sparse product makes).
+- `payoff_grad()`: the `CdgtPayoffGrad` op (payoff_grad.cc): the gradient of the shipped preset's payoff and rarity
+  parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
+  gradient kernels (`cdgt_keras.payoff_grad`).
 
 Each is None when the library cannot be built; `kernel_status()` says why. The library is built once per
 TensorFlow version, source and machine into a cache directory (`CDGT_KERNEL_CACHE`, else
@@ -33,7 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc")]
+_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc", "payoff_grad.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
 _FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off"]
 _state: dict[str, Any] = {}
@@ -99,8 +102,8 @@ def _library() -> Any:
         _state["status"] = "fused"
     except Exception as err:  # any failure leaves TensorFlow's ops, which are always right
         _state["status"] = f"TensorFlow ops (the fused kernels could not be built: {err})"
-        warnings.warn(f"cdgt: LazyAdam and the players' fusion run on TensorFlow's ops, slower on wide inputs and "
-                      f"many labels: {err}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"cdgt: LazyAdam, the players' fusion and the payoff's gradient run on TensorFlow's ops, slower "
+                      f"on wide inputs and many labels: {err}", RuntimeWarning, stacklevel=3)
     return _state["lib"]
 
 
@@ -122,6 +125,13 @@ def column_combine() -> Any:
     """The `CdgtColumnCombine` op (a callable of x, splits, cols, weights), or None as `lazy_adam_rows`."""
     lib = _library()
     return None if lib is None else lib.cdgt_column_combine
+
+
+def payoff_grad() -> Any:
+    """The `CdgtPayoffGrad` op (a callable of fused, labels, inv_p, inv_q, rarity, masks, scale, player_scale,
+    players, lo, hi), or None as `lazy_adam_rows`."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_payoff_grad
 
 
 def kernel_status() -> str:

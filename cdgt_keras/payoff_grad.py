@@ -1,0 +1,100 @@
+"""The shipped preset's payoff and rarity parts, with their gradient in one kernel pass (the same bits).
+
+`payoff_and_rarity(y, fused, tables, players)` returns R = -mean(BCE(y, clip(fused))) and, for each player i named,
+its rarity part r_i = mean over the batch of sum over its labels of w_l * y * log(clip(fused)), over L: the values of
+`objectives.payoff(..., "bce")` and `objectives.masked_rarity_part` on `correctness(..., "log_positives") * w`,
+computed by those very functions. Their gradient with respect to `fused` is TensorFlow's twenty-odd element-wise
+kernels backward (clip's alone are two comparisons, two zero fills and two selections); cdgt's `CdgtPayoffGrad`
+kernel (`cdgt_keras.kernels`) does it in one pass after TensorFlow's two reciprocals, in the same float32 order, so
+the gradient has the same bits (a test holds it to TensorFlow's). Other payoffs and curiosity forms, and a machine
+without the kernel, keep TensorFlow's gradient.
+
+    >>> import numpy as np
+    >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
+    >>> R, parts = payoff_and_rarity(tf.constant([[1.0, 0.0]]), tf.constant([[0.5, 0.5]]), tables, (0,))
+    >>> round(float(R), 6), round(float(parts[0]), 6)   # -log 2; (1/2) * log(0.5) over one row
+    (-0.693147, -0.346574)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from cdgt_keras import objectives as obj
+from cdgt_keras.kernels import payoff_grad
+
+
+@dataclass(frozen=True)
+class PayoffTables:
+    """The game's constants the payoff and rarity parts read: w [L] and the players' 0/1 label masks [N, L]."""
+
+    rarity_w: np.ndarray
+    masks: np.ndarray
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.masks.shape[1])
+
+
+def fused_road(payoff: str, correctness: str, listwise_weight: float, coverage: np.ndarray) -> bool:
+    """Whether the kernel's gradient applies: the BCE payoff, the log-scoring rarity (`log_positives`), no listwise
+    term, at most two players per label (a label's rarity gradient sums its players' parts, and two addends are
+    the same sum in any order), and the kernel built."""
+    return (payoff == "bce" and correctness == "log_positives" and not listwise_weight
+            and int(np.max(coverage, initial=0)) <= 2 and payoff_grad() is not None)
+
+
+def _values(y: tf.Tensor, fused: tf.Tensor, w: tf.Tensor, masks: list[tf.Tensor],
+            players: tuple[int, ...], num_labels: int) -> tuple[tf.Tensor, ...]:
+    """R and the named players' rarity parts, by the objectives' own functions (TensorFlow's ops and bits)."""
+    payoff = obj.payoff(y, fused, "bce")
+    if not players:
+        return (payoff,)
+    weighted = obj.correctness(y, fused, "log_positives") * w
+    return (payoff, *(obj.masked_rarity_part(weighted, masks[i], num_labels) for i in players))
+
+
+def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
+                      players: tuple[int, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+    """(R, (r_i for i in players)) at `fused` [B, L]; differentiable in `fused`, through the kernel when built."""
+    w = tf.constant(tables.rarity_w)
+    masks = [tf.constant(m) for m in tables.masks]
+    num_labels, op = tables.num_labels, payoff_grad()
+    y = tf.convert_to_tensor(y, tf.float32)
+    if op is None:
+        out = _values(y, fused, w, masks, players, num_labels)
+        return out[0], tuple(out[1:])
+    stacked = tf.constant(tables.masks)
+
+    @tf.custom_gradient
+    @tf.autograph.experimental.do_not_convert
+    def values(f: tf.Tensor) -> tuple[tuple[tf.Tensor, ...], object]:
+        def gradient(d_payoff: tf.Tensor | None, *d_parts: tf.Tensor | None) -> tf.Tensor:
+            # R = -mean(BCE) and BCE = -(sum): the gradient reaching each addend of the BCE's sum, as Neg, Mean's
+            # (divided by the element count) and Neg give it.
+            count = tf.cast(tf.size(f), tf.float32)
+            scale = -((-_or_zero(d_payoff)) / count)
+            # r_i = mean_b(matvec) / L: RealDiv's gradient, then Mean's (divided by the batch size).
+            rows = tf.cast(tf.shape(f)[0], tf.float32)
+            per_player = [tf.zeros([], tf.float32)] * len(tables.masks)
+            live = [False] * len(tables.masks)
+            for i, d in zip(players, d_parts):
+                if d is not None:
+                    per_player[i], live[i] = (d / float(num_labels)) / rows, True
+            clipped = obj._clip(f)
+            inv_p = tf.math.reciprocal(clipped)
+            inv_q = tf.math.reciprocal(1.0 - clipped)
+            return op(fused=f, labels=y, inv_p=inv_p, inv_q=inv_q, rarity=w, masks=stacked, scale=scale,
+                      player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS)
+
+        return _values(y, f, w, masks, players, num_labels), gradient
+
+    out = values(tf.convert_to_tensor(fused, tf.float32))
+    return out[0], tuple(out[1:])
+
+
+def _or_zero(value: tf.Tensor | None) -> tf.Tensor:
+    return tf.zeros([], tf.float32) if value is None else value

@@ -1,0 +1,131 @@
+"""cdgt_keras.payoff_grad: the payoff and rarity parts through cdgt's kernel give the values and the gradient bits of
+TensorFlow's ops, a hand-computed gradient, and a whole training run to the same bits; the kernel names what is
+wrong with its inputs; other objectives keep TensorFlow's gradient."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import built_kernel
+
+from cdgt_keras import kernels
+from cdgt_keras import objectives as obj
+from cdgt_keras import payoff_grad as pg
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.payoff_grad import PayoffTables, fused_road, payoff_and_rarity
+
+
+@pytest.fixture(scope="module")
+def op():
+    return built_kernel(kernels.payoff_grad)
+
+
+def _case(rng: np.random.Generator, rows: int = 9, labels: int = 50):
+    """Probabilities with exact 0, 1 and the clip's bounds among them; 0/1 labels; three overlapping blocks."""
+    f = rng.random((rows, labels)).astype(np.float32) ** 3
+    f[0, :5], f[1, :5] = 0.0, 1.0
+    f[2, :3], f[3, :3] = np.float32(obj.EPS), np.float32(1.0 - obj.EPS)
+    y = (rng.random((rows, labels)) < 0.2).astype(np.float32)
+    y[0, :2] = y[1, :2] = 1.0
+    masks = np.zeros((3, labels), np.float32)
+    for i, (a, b) in enumerate([(0, 22), (18, 38), (34, labels)]):
+        masks[i, a:b] = 1.0
+    w = rng.uniform(0.2, 10.0, labels).astype(np.float32)
+    return tf.constant(f), tf.constant(y), PayoffTables(w, masks)
+
+
+def _reference(y, f, tables, players):
+    """The same values by the objectives' functions, differentiated by TensorFlow."""
+    weighted = obj.correctness(y, f, "log_positives") * tf.constant(tables.rarity_w)
+    parts = [obj.masked_rarity_part(weighted, tf.constant(tables.masks[i]), tables.num_labels) for i in players]
+    return obj.payoff(y, f, "bce"), parts
+
+
+def _value_and_gradient(road, y, f, tables, players, coefs):
+    @tf.function
+    def run(fv):
+        with tf.GradientTape() as tape:
+            tape.watch(fv)
+            payoff, parts = road(y, fv, tables, players)
+            total = coefs[0] * payoff
+            for c, part in zip(coefs[1:], parts):
+                total += c * part
+        return [payoff, *parts], tape.gradient(total, fv)
+
+    values, grad = run(f)
+    return [v.numpy() for v in values], grad.numpy()
+
+
+@pytest.mark.parametrize("players,coefs", [((0, 1, 2), (-0.5, -1.0, -1.0, -1.0)), ((1,), (-0.5, -2.0)),
+                                           ((), (-1.0,)), ((2, 0), (0.25, 3.0, -1.5))])
+def test_the_kernel_gives_tensorflows_values_and_gradient_bit_for_bit(op, players, coefs) -> None:
+    f, y, tables = _case(np.random.default_rng(len(players)))
+    values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
+    ref_values, ref_grad = _value_and_gradient(_reference, y, f, tables, players, coefs)
+    assert [v.tobytes() for v in values] == [v.tobytes() for v in ref_values]
+    np.testing.assert_array_equal(grad.view(np.int32), ref_grad.view(np.int32))  # every bit, the zeros' signs too
+    assert grad[0, 2:5].tolist() == [0.0] * 3 and grad[1, 2:5].tolist() == [0.0] * 3  # clipped: no gradient
+
+
+def test_by_hand(op) -> None:
+    """y = [1, 0], f = [0.5, 0.25], w = [2, 1], one player over both labels. R = -mean(BCE) has gradient
+    -(1/2) * [-1/0.5, 1/0.75] = [1, -2/3]; r = (2 * log 0.5) / 2 has [w y / (f L)] = [2, 0]."""
+    tables = PayoffTables(np.array([2.0, 1.0], np.float32), np.ones((1, 2), np.float32))
+    y, f = tf.constant([[1.0, 0.0]]), tf.constant([[0.5, 0.25]])
+    values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, (0,), (1.0, 1.0))
+    np.testing.assert_allclose(values, [(np.log(0.5) + np.log(0.75)) / 2, np.log(0.5)], rtol=1e-6)
+    np.testing.assert_allclose(grad, [[3.0, -2.0 / 3.0]], rtol=1e-6)
+
+
+def test_the_kernel_names_what_is_wrong(op) -> None:
+    f, y, tables = _case(np.random.default_rng(0))
+    f, y = f[:2], y[:2]
+    good = {"fused": f, "labels": y, "inv_p": f, "inv_q": f, "rarity": tables.rarity_w, "masks": tables.masks,
+            "scale": 1.0, "player_scale": [1.0, 1.0, 1.0], "players": [True, False, True], "lo": 1e-7, "hi": 0.5}
+    assert op(**good).shape == (2, 50)
+    cases = [({"labels": tf.zeros([2, 49])}, "input 1 must have the fused probabilities' shape"),
+             ({"rarity": tf.ones([49])}, "rarity must be a vector of 50 weights"),
+             ({"masks": tf.ones([3, 49])}, r"masks must be \[players, 50\]"),
+             ({"players": [True]}, "one value per player"),
+             ({"scale": [1.0, 2.0]}, "scale must be a scalar")]
+    for change, message in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            op(**{**good, **change})
+
+
+def test_only_the_shipped_objective_takes_the_kernel(op, monkeypatch) -> None:
+    two = np.array([1, 2, 2, 1])
+    assert fused_road("bce", "log_positives", 0.0, two)
+    assert not fused_road("focal", "log_positives", 0.0, two)
+    assert not fused_road("bce", "all", 0.0, two)
+    assert not fused_road("bce", "log_positives", 0.5, two)
+    assert not fused_road("bce", "log_positives", 0.0, np.array([1, 3, 2]))  # three addends: the order would matter
+    monkeypatch.setattr(pg, "payoff_grad", lambda: None)
+    assert not fused_road("bce", "log_positives", 0.0, two)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.2])
+def test_a_model_trains_to_the_same_bits_on_either_road(op, monkeypatch, beta) -> None:
+    from cdgt_keras.learning import build_trainable
+
+    rng = np.random.default_rng(0)
+    x = tf.sparse.from_dense((rng.random((64, 40)) < 0.1).astype(np.float32))
+    y = (rng.random((64, 12)) < 0.3).astype(np.float32)
+    config = CDGTConfig(encoder_hidden=(8,), head_hidden=(), batch_size=16, epochs=2, seed=3, n_players=3,
+                        overlap=0.3, alpha=2.0, beta=beta, payoff="bce", correctness="log_positives",
+                        rarity="inverse_sqrt")
+    weights, logs = [], []
+    for fused in (True, False):
+        monkeypatch.setattr(pg, "payoff_grad", lambda f=fused: op if f else None)
+        keras.utils.set_random_seed(3)
+        model = build_trainable(config, y.mean(axis=0))
+        assert model.rules.fused_payoff == fused
+        history = model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(16), epochs=2, verbose=0,
+                            shuffle=False)
+        weights.append(model.get_weights())
+        logs.append(history.history)
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+    assert logs[0] == logs[1]  # the logged game terms too
