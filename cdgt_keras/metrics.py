@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from cdgt_keras.threads import map_rows
+
 Matrix = np.ndarray | sp.spmatrix
 Scores = np.ndarray | tuple[np.ndarray, np.ndarray]
 
@@ -38,18 +40,17 @@ def _as_csr(y: Matrix) -> sp.csr_matrix:
 
 
 def _dense_topk(scores: np.ndarray, k: int) -> np.ndarray:
-    """Top-k label ids per row of dense scores, best first, ties to the lower label id (row chunks).
+    """Top-k label ids per row of dense scores, best first, ties to the lower label id (row chunks, in threads).
 
     Candidates are the scores >= the smallest of k block maxima (a lower bound on the k-th largest, so
     usually a handful per row); an exact partition takes over when that bound lets too many through.
     """
     n, num_labels = scores.shape
     k = min(k, num_labels)
-    out = np.empty((n, k), dtype=np.int64)
     blocks = np.arange(k) * num_labels // k
-    step = max(1, _CHUNK_ELEMENTS // max(num_labels, 1))
-    for start in range(0, n, step):
-        s = np.asarray(scores[start : start + step])
+
+    def chunk(part: np.ndarray) -> np.ndarray:
+        s = np.asarray(part)
         if not np.issubdtype(s.dtype, np.floating):
             s = s.astype(np.float64)
         elif np.isnan(s).any():
@@ -66,8 +67,11 @@ def _dense_topk(scores: np.ndarray, k: int) -> np.ndarray:
         order = np.lexsort((cols, -s[rows, cols], rows))  # by row, score descending, label id ascending
         rows, cols = rows[order], cols[order]
         rank = np.arange(rows.size) - np.searchsorted(rows, np.arange(s.shape[0]))[rows]
-        out[start : start + step] = cols[rank < k].reshape(-1, k)
-    return out
+        return cols[rank < k].reshape(-1, k)
+
+    if n == 0 or k == 0:
+        return np.empty((n, k), dtype=np.int64)
+    return np.concatenate(map_rows(chunk, scores, entries=_CHUNK_ELEMENTS)).astype(np.int64, copy=False)
 
 
 def _topk(scores: Scores, k: int, num_labels: int) -> np.ndarray:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from cdgt_keras.threads import map_rows
+from cdgt_keras.threads import elementwise, map_rows
 from cdgt_keras.thresholds import ThresholdCounts
 
 GUARDED = (1, 5)  # the P@k the tail's weights must keep (within the slack)
@@ -50,7 +50,7 @@ def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[f
     scores = bare
     for part, w in zip(parts, weights):
         if w > 0.0:
-            scores = (1.0 - w) * scores + w * part
+            scores = elementwise(lambda s, p, w=w: (1.0 - w) * s + w * p, np.asarray(scores), np.asarray(part))
     return scores
 
 

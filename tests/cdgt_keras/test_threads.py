@@ -37,3 +37,23 @@ def test_counts_and_top_k_are_the_same_in_blocks(monkeypatch) -> None:
         np.testing.assert_array_equal(one, blocked)
     grid = ThresholdCounts(11).grid  # and the counts by hand: entries of label 0 above each threshold
     np.testing.assert_array_equal(results[0][0][0], [(probs[:, 0] > g).sum() for g in grid.astype(np.float32)])
+
+
+def test_blends_and_top_k_in_blocks_are_the_same_bits(monkeypatch) -> None:
+    from cdgt_keras import metrics, settling
+
+    rng = np.random.default_rng(1)
+    scores = rng.random((41, 13)).astype(np.float32)
+    extra = rng.random((41, 13)).astype(np.float32)
+    scores[5, :] = scores[5, 0]  # a row of ties: the lower ids first
+    whole = (1.0 - 0.3) * scores + 0.3 * extra  # the formula on the whole arrays
+    for entries in (1 << 20, 13, 40):  # one block; rows one at a time; blocks of three rows
+        monkeypatch.setattr(threads, "BLOCK_ENTRIES", entries)
+        monkeypatch.setattr(metrics, "_CHUNK_ELEMENTS", entries)
+        blended = settling.blend(scores, extra, 0.3)
+        assert blended.dtype == whole.dtype and blended.tobytes() == whole.tobytes()
+        assert tail_memory.blend_all(scores, [extra], [0.3]).tobytes() == whole.tobytes()
+        top = metrics._dense_topk(blended, 4)
+        reference = np.argsort(-blended, axis=1, kind="stable")[:, :4]  # an independent top 4, ties to lower ids
+        np.testing.assert_array_equal(top, reference)
+    assert metrics._dense_topk(np.zeros((0, 13), np.float32), 4).shape == (0, 4)
