@@ -24,7 +24,8 @@ data sets: {datasets}, and -R variants NAME-R30 / NAME-R50
 (built once from $CDGT_DATA_DIR, default ../shared/data, into --cache-dir).
 methods: cdgt bce single_predictor no_curiosity focal asl rarity_bce paper, and the peers omikuji (Parabel),
 omikuji_bonsai, libmultilabel (one-vs-rest), libmultilabel_tree; config overrides in brackets: cdgt[alpha=0.3],
-cdgt[n_players=5,schedule=simultaneous], cdgt[head_hidden=512:256]. Every run records its wall times and peak RSS.
+cdgt[n_players=5,schedule=simultaneous], cdgt[head_hidden=512:256]. Every run goes in a fresh process of its own
+and records its wall times and peak RSS.
 
 examples:
   cdgt bench quality --profile quick
@@ -249,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     results = output / "results"
     failed = 0
     if not args.report_only:
-        from cdgt.bench.runner import run as run_one
+        from cdgt.bench.runner import run_isolated as run_one
 
         specs = plan(args)
         for i, spec in enumerate(specs, start=1):

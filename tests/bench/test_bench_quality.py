@@ -174,14 +174,15 @@ def test_report_from_fabricated_results(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ end to end
 @pytest.mark.data
-def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch, capsys):
+def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch, capfd):
+    """Each run in a process of its own (its output reaches this one's file descriptors: capfd, not capsys)."""
     from cdgt.pipeline.cli import main
 
     monkeypatch.setenv("CDGT_DATA_DIR", str(data_dir))
     args = ["bench", "quality", "--profile", "quick", "--output", str(tmp_path / "out"),
             "--cache-dir", str(tmp_path / "cache")]
     assert main(args) == 0
-    first = capsys.readouterr().out
+    first = capfd.readouterr().out
     files = sorted((tmp_path / "out" / "results").glob("*.json"))
     assert len(files) >= 6, first  # 3 data sets x (cdgt, rarity_bce, and omikuji when installed)
     # a CD-GTMLL run shows each epoch as it ends (indented: the bench's own line per run starts with "[")
@@ -200,14 +201,26 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
             # CI builds the fused kernel (tests/cdgt_keras/test_kernels.py); the record says what trained the encoder
             assert result["encoder_update"] == "fused" or result["encoder_update"].startswith("TensorFlow ops (")
         assert not math.isnan(result["metrics"]["overall"]["micro_f1"])
+        # a fresh process per run: each starts from the same interpreter, libraries and data, not from the runs before
+        assert result["memory"]["start_rss_mib"] < 2048
     report = (tmp_path / "out" / "REPORT.md").read_text()
     assert "| method | Micro-F1 |" in report and "| claim | paper | ours | verdict |" in report
     stamps = [p.stat().st_mtime_ns for p in files]
     assert main(args) == 0
-    second = capsys.readouterr().out
+    second = capfd.readouterr().out
     run_lines = [line for line in second.splitlines() if line.startswith("[")]
     assert run_lines and all(line.endswith(": skipped") for line in run_lines), second
     assert [p.stat().st_mtime_ns for p in files] == stamps
+
+
+def test_a_run_in_its_own_process_raises_its_error_here(tmp_path, data_dir, monkeypatch):
+    from cdgt.bench.runner import RunSpec, run_isolated
+
+    monkeypatch.setenv("CDGT_DATA_DIR", str(data_dir))
+    spec = RunSpec("no-such-set", resolve("cdgt"), seed=0)  # found missing only when the run loads its data
+    with pytest.raises(ValueError, match="unknown data set 'no-such-set'"):
+        run_isolated(spec, tmp_path / "results", cache_dir=tmp_path / "cache")
+    assert not list((tmp_path / "results").glob("*.json"))  # a failed run leaves no result
 
 
 # ------------------------------------------------------------------------------------------------ threshold rules
