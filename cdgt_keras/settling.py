@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
-from cdgt_keras.threads import elementwise
+from cdgt_keras.tail_memory import blend
 
 BARE_SCORES_KEPT = 1 << 24  # validation scores [n, L] of at most this many entries (64 MB) are computed once
 
@@ -54,16 +54,6 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
     table = {w: hits[w] / max(total, 1) for w in grid}
     best = max(grid, key=lambda w: (table[w], -w))
     return best, table
-
-
-def blend(scores: np.ndarray, extra: np.ndarray, weight: float) -> np.ndarray:
-    """(1 - weight) scores + weight extra: a memory layer's share of the answer, as the model blends it (in row
-    blocks on every core: the same values).
-
-        >>> blend(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 0.25).tolist()
-        [0.75, 0.25]
-    """
-    return elementwise(lambda s, e: (1.0 - weight) * s + weight * e, np.asarray(scores), np.asarray(extra))
 
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],

@@ -40,6 +40,16 @@ GUARDED = (1, 5)  # the P@k the tail's weights must keep (within the slack)
 Chunks = Callable[[], Iterable[tuple[np.ndarray, list[np.ndarray], sp.spmatrix]]]
 
 
+def blend(scores: np.ndarray, extra: np.ndarray, weight: float) -> np.ndarray:
+    """(1 - weight) scores + weight extra: a memory layer's share of the answer, as the model blends it (in row
+    blocks on every core: the same values).
+
+        >>> blend(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 0.25).tolist()
+        [0.75, 0.25]
+    """
+    return elementwise(lambda s, e: (1.0 - weight) * s + weight * e, np.asarray(scores), np.asarray(extra))
+
+
 def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
     """The model's answer from its own scores and each memory layer's, blended in order:
     s <- (1 - w) s + w part (a weight of 0 leaves s as it is).
@@ -50,7 +60,7 @@ def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[f
     scores = bare
     for part, w in zip(parts, weights):
         if w > 0.0:
-            scores = elementwise(lambda s, p, w=w: (1.0 - w) * s + w * p, np.asarray(scores), np.asarray(part))
+            scores = blend(scores, part, w)
     return scores
 
 
