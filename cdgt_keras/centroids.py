@@ -98,10 +98,15 @@ class LabelCentroids(keras.layers.Layer):
 
     def remember(self, features: Any, labels: Any, max_features: int = 0) -> None:
         """Store the centroids of these training rows and labels; their size must be the layer's."""
-        c = centroid_matrix(features, labels, max_features)
+        self.store(centroid_matrix(features, labels, max_features))
+
+    def store(self, rows: sp.csr_matrix) -> None:
+        """Store [L, F] rows of unit length (or empty) as the layer's table, e.g. the label texts
+        (cdgt_keras.label_text); their size must be the layer's."""
+        c = sp.csr_matrix(rows, dtype=np.float32)
         if c.shape != (self.num_labels, self.num_features) or c.nnz != self.nnz:
-            raise ValueError(f"the layer holds {self.nnz} entries of [{self.num_labels}, {self.num_features}] "
-                             f"centroids, got {c.nnz} of {list(c.shape)}")
+            raise ValueError(f"the layer {self.name!r} holds {self.nnz} entries of [{self.num_labels}, "
+                             f"{self.num_features}] rows, got {c.nnz} of {list(c.shape)}")
         by_feature = sp.csc_matrix(c)
         by_feature.sort_indices()
         feature_ids = np.repeat(np.arange(self.num_features, dtype=np.int64), np.diff(by_feature.indptr))

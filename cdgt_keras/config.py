@@ -149,6 +149,11 @@ class CDGTConfig:
     # weight is set. 0 features: off.
     centroid_features: int = 0
     centroid_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    # Label texts (cdgt_keras/label_text.py): each label's name (its last `::` part), featurized like a document;
+    # the model answers (1 - nu) p + nu max(0, cos(x, name)), nu the value of `label_text_weights` with the best
+    # validation P@5, blended after the votes and centroids. Text features only (other kinds have no words).
+    label_text: bool = False
+    label_text_weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
     # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
     # centroids with the weights picked on validation P@5; "own", the tail labels (the `tail_fraction` rarest) then
     # get weights of their own, picked on validation Rare-F1 under the threshold rule among those that keep
@@ -179,7 +184,7 @@ class CDGTConfig:
     def __post_init__(self) -> None:
         for name in ("encoder_hidden", "head_hidden"):
             object.__setattr__(self, name, _tuple_of(name, getattr(self, name), int))
-        for name in ("player_learning_rates", "neighbour_weights", "centroid_weights"):
+        for name in ("player_learning_rates", "neighbour_weights", "centroid_weights", "label_text_weights"):
             values = _tuple_of(name, getattr(self, name), float)
             if not all(math.isfinite(r) for r in values):
                 raise ValueError(f"{name}={values!r} is not allowed; expected finite numbers")
@@ -227,6 +232,8 @@ class CDGTConfig:
         _check(self.centroid_features >= 0, "centroid_features", self.centroid_features, "an integer >= 0")
         _check(len(self.centroid_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.centroid_weights),
                "centroid_weights", self.centroid_weights, "one or more numbers in [0, 1]")
+        _check(len(self.label_text_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.label_text_weights),
+               "label_text_weights", self.label_text_weights, "one or more numbers in [0, 1]")
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")

@@ -75,6 +75,9 @@ class CDGTModel(keras.Model):
         # Label centroids live in the input's space, whatever the votes' space.
         self.centroids = None if not cfg.centroid_features or memory is None else ct.LabelCentroids(
             memory.num_features, self.num_labels, memory.centroid_nnz, name="centroids")
+        # Label texts (cdgt_keras.label_text): the labels' names in the input's space, held as centroids are.
+        self.label_text = None if not cfg.label_text or memory is None or not memory.label_text_nnz else \
+            ct.LabelCentroids(memory.num_features, self.num_labels, memory.label_text_nnz, name="label_text")
         votes = cfg.neighbours and memory is not None
         encoded = memory.in_space(cfg.encoder_hidden[-1]) if votes and not memory.dense else memory
         # The votes in `neighbour_space` ("both": in the input's space here, the encoder's in encoder_neighbours)
@@ -202,10 +205,8 @@ class CDGTModel(keras.Model):
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training)
         if not training:
-            for layer, space in self.vote_layers():
+            for layer, space in self.memory_layers():
                 fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
-        if self.centroids is not None and not training:
-            fused = _blended(fused, self.centroids, inputs, self.tail_mask)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def vote_layers(self) -> list[tuple[nb.NeighbourVotes, str]]:
@@ -213,6 +214,12 @@ class CDGTModel(keras.Model):
         space = "encoder" if self.cdgt_config.neighbour_space == "encoder" else "input"
         layers = [(self.neighbours, space), (self.encoder_neighbours, "encoder")]
         return [(layer, space) for layer, space in layers if layer is not None]
+
+    def memory_layers(self) -> list[tuple[Any, str]]:
+        """Every memory layer in the order the answer blends them (the votes, the label centroids, the label
+        texts), each with the space it reads ("input", "encoder")."""
+        tables = [(layer, "input") for layer in (self.centroids, self.label_text) if layer is not None]
+        return [*self.vote_layers(), *tables]
 
     def neighbour_query(self, x: Any, space: str) -> Any:
         """An input batch in a space of the neighbour votes: as given ("input"), or the shared encoder's output
@@ -289,7 +296,7 @@ class CDGTModel(keras.Model):
 
     # ------------------------------------------------------------------------------------------ saving
     def get_config(self) -> dict[str, Any]:
-        remembers = bool(self.vote_layers()) or self.centroids is not None
+        remembers = bool(self.memory_layers())
         memory = self.memory.to_dict() if remembers else None
         return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
                 "memory": memory}

@@ -46,32 +46,38 @@ class MemoryShape:
     labels_nnz: int
     dense: bool = False  # the rows are kept as a dense [num_train, num_features] matrix (an encoder's space)
     centroid_nnz: int = 0  # entries of the label centroids (cdgt_keras.centroids), always in the input's space
+    label_text_nnz: int = 0  # entries of the label texts (cdgt_keras.label_text), in the input's space too
 
     @classmethod
-    def of(cls, features: Any, labels: Any, centroid_features: int | None = None) -> MemoryShape:
+    def of(cls, features: Any, labels: Any, centroid_features: int | None = None,
+           label_features: Any = None) -> MemoryShape:
         """The shape of the memory of these training features (dense or sparse) and multi-hot labels; with
-        `centroid_features` (not None), the size of their label centroids kept to that many features each."""
+        `centroid_features` (not None), the size of their label centroids kept to that many features each; with
+        `label_features` ([L, F], cdgt_keras.label_text), the size of the label texts."""
         x, y = sp.csr_matrix(features), sp.csr_matrix(labels)  # may share the caller's (read-only) arrays
         cents = 0 if centroid_features is None else ct.centroid_nnz(x, y, centroid_features)
+        texts = 0 if label_features is None else int(sp.csr_matrix(label_features).count_nonzero())
         return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()),
-                   centroid_nnz=cents)
+                   centroid_nnz=cents, label_text_nnz=texts)
 
     @staticmethod
     def wanted(config: Any) -> bool:
-        """Whether `config` asks for a memory of the training split (neighbour votes or label centroids)."""
-        return bool(config.neighbours or config.centroid_features)
+        """Whether `config` asks for a memory (neighbour votes, label centroids or label texts)."""
+        return bool(config.neighbours or config.centroid_features or config.label_text)
 
     @classmethod
-    def for_config(cls, config: Any, features: Any, labels: Any) -> MemoryShape | None:
-        """The memory `config` asks for (neighbour votes, label centroids), or None when it asks for neither."""
+    def for_config(cls, config: Any, features: Any, labels: Any, label_features: Any = None) -> MemoryShape | None:
+        """The memory `config` asks for (neighbour votes, label centroids, label texts: `label_features`, when
+        the data have them), or None when it asks for none."""
         if not cls.wanted(config):
             return None
-        return cls.of(features, labels, config.centroid_features if config.centroid_features else None)
+        return cls.of(features, labels, config.centroid_features if config.centroid_features else None,
+                      label_features if config.label_text else None)
 
     def in_space(self, width: int) -> MemoryShape:
         """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's)."""
         return MemoryShape(self.num_train, int(width), self.num_train * int(width), self.labels_nnz, dense=True,
-                           centroid_nnz=self.centroid_nnz)
+                           centroid_nnz=self.centroid_nnz, label_text_nnz=self.label_text_nnz)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,7 +126,8 @@ class NeighbourVotes(keras.layers.Layer):
             x.sum_duplicates()
             x.eliminate_zeros()
             got = MemoryShape.of(x, y)
-        got = replace(got, centroid_nnz=self.shape.centroid_nnz)  # the centroids are LabelCentroids' to check
+        # the centroids and label texts are LabelCentroids' to check
+        got = replace(got, centroid_nnz=self.shape.centroid_nnz, label_text_nnz=self.shape.label_text_nnz)
         if got != self.shape:
             raise ValueError(f"the memory holds {self.shape}, got training data of {got}")
         if self.shape.dense:

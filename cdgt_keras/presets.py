@@ -45,6 +45,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The tail labels' own memory weights (picked on validation Rare-F1, P@1 and P@5 kept within 0.1 points) added
     # Rare-F1 +3.8 and Macro-F1 +0.7 on debtags, Rare-F1 +0.6 on bibtex and +0.8 on yeast (three seeds), with the
     # head's ranking unchanged (P@1 within 0.1), delicious -0.3 (within its spread) and emotions unchanged.
+    # Label texts (each label's name, its last `::` part, scored by cosine like a centroid and blended in last,
+    # its weight picked on validation P@5 and the tail's on Rare-F1) added Rare-F1 +14.4, Macro-F1 +2.1 and PSP@5
+    # +0.95 on debtags (three seeds, P@1 -0.04); the leaf was chosen over the whole name on validation Rare-F1.
     "recommended": {
         "n_players": 3, "overlap": 0.2, "alpha": 2.0, "beta": 0.0, "fusion": "mean", "schedule": "cyclic",
         "rarity": "inverse_sqrt", "correctness": "log_positives", "payoff": "bce", "disagreement": "kl",
@@ -52,7 +55,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "encoder_hidden": (512,), "head_hidden": (), "dropout": 0.5, "learning_rate": 0.006,
         "lr_schedule": "cosine", "epochs": 10, "min_steps_per_epoch": 100, "early_stopping_metric": "p_at_5",
         "prior_bias": True, "neighbours": 30, "neighbour_space": "both", "centroid_features": 300,
-        "tail_memory": "own",
+        "tail_memory": "own", "label_text": True,
     },
     # The paper's ablations (Experiments): variant A (no curiosity), variant B (single predictor).
     "no_curiosity": {"alpha": 0.0},

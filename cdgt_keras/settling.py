@@ -1,6 +1,7 @@
-"""Settling a trained model's memory: remember the training split in its neighbour votes and label centroids, then
-tune each one's share of the answer on validation P@5 (the votes' weight first, then the centroids' with the votes
-in), as `cdgt_keras.model` blends them: (1 - mu) [(1 - w) p_hat + w votes] + mu centroids (with votes in two spaces,
+"""Settling a trained model's memory: remember the training split in its neighbour votes and label centroids (and
+the label texts, cdgt_keras.label_text), then tune each one's share of the answer on validation P@5 (the votes'
+weight first, then the centroids' with the votes in, then the label texts' with both in), as `cdgt_keras.model`
+blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu centroids] + nu texts (with votes in two spaces,
 `neighbour_space="both"`, the encoder's votes blend in after the input's, their weight tuned second). With
 `tail_memory="own"` the tail labels then get weights of their own, on validation Rare-F1 (cdgt_keras.tail_memory).
 
@@ -57,32 +58,29 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
 
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
-           batch_size: int = 256, rows: int = 2048) -> dict[float, float]:
+           batch_size: int = 256, rows: int = 2048, label_features: Any = None) -> dict[float, float]:
     """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
     `rows`): each set of neighbour votes' weight over `grid`, in the order the answer blends them, with the ones
     before it in (returns the first's validation P@5 per weight), then, with the votes in, the label centroids'
-    weight over the config's `centroid_weights` (cdgt_keras.centroids); with `tail_memory="own"`, last, the tail
-    labels' own weights (`settle_tail`). A model with neither memory is left as is."""
-    voters, centroids = model.vote_layers(), getattr(model, "centroids", None)
-    if not voters and centroids is None:
+    weight over the config's `centroid_weights` (cdgt_keras.centroids), then the label texts' over
+    `label_text_weights` (`label_features`, [L, F]: cdgt_keras.label_text); with `tail_memory="own"`, last, the
+    tail labels' own weights (`settle_tail`). A model with no memory is left as is."""
+    voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features)
+    if not voters and not tables:
         return {}
-    if centroids is not None:
-        centroids.remember(train_x, train_y, model.cdgt_config.centroid_features)
-        centroids.weight.assign(0.0)
-        centroids.tail_weight.assign(-1.0)
     for votes, space in voters:
         encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
         votes.weight.assign(0.0)
         votes.tail_weight.assign(-1.0)
     starts = range(0, val_x.shape[0], rows)
-    layers = [layer for layer, _ in voters] + ([centroids] if centroids is not None else [])
-    kept: list[dict[int, sp.csr_matrix]] = []  # the votes of each validation chunk, once scored, per set of votes
+    layers = [layer for layer, _ in voters] + [layer for layer, _ in tables]
+    tuned: list[tuple[Any, Callable[[int], np.ndarray]]] = []  # each layer tuned so far, its scores of a chunk
     # the model's own answer, scored once when validation's [n, L] is small, else again for each weight tuned
     bare: dict[int, np.ndarray] | None = {} if val_x.shape[0] * model.num_labels <= BARE_SCORES_KEPT else None
 
     def chunks() -> Iterator[tuple[int, np.ndarray, Any]]:
-        """(start, the model's answer with the votes tuned so far, labels), chunk by chunk of validation."""
+        """(start, the model's answer with the layers tuned so far, labels), chunk by chunk of validation."""
         for start in starts:
             if bare is not None and start in bare:
                 scores = bare[start]
@@ -90,31 +88,26 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
                 if bare is not None:
                     bare[start] = scores
-            for (votes, _), held in zip(voters, kept):
-                w = float(votes.weight.numpy())
-                scores = blend(scores, held[start].toarray(), w) if w > 0.0 else scores
+            for layer, scored in tuned:
+                w = float(layer.weight.numpy())
+                scores = blend(scores, scored(start), w) if w > 0.0 else scores
             yield start, scores, sp.csr_matrix(val_y[start:start + rows])
 
-    tables: list[dict[float, float]] = []
+    tables_p5: list[dict[float, float]] = []
     for votes, space in voters:
         score = _scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
         held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
-        tables.append(_tune(votes, lambda held=held: ((p, held[s].toarray(), y) for s, p, y in chunks()), grid))
-        kept.append(held)
-    near: dict[int, np.ndarray] = {}  # the centroids' validation scores, kept for the tail's tuning when small
-    if centroids is not None:
-        score = _scorer(centroids)
 
-        def centroid_scores(start: int) -> np.ndarray:
-            found = near.get(start)
-            if found is None:
-                found = score(val_x[start:start + rows], batch_size)
-                if bare is not None and model.cdgt_config.tail_memory == "own":
-                    near[start] = found
-            return found
+        def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> np.ndarray:
+            return held[start].toarray()
 
-        _tune(centroids, lambda: ((p, centroid_scores(s), y) for s, p, y in chunks()),
-              model.cdgt_config.centroid_weights)
+        tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid))
+        tuned.append((votes, scored))
+    for table, table_grid in tables:
+        # the table's validation scores, kept for the next tunings when validation is small, else scored again
+        scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
+        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid)
+        tuned.append((table, scored))
     if model.cdgt_config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
             """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
@@ -122,13 +115,45 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 part = val_x[start:start + rows]
                 own = bare[start] if bare is not None and start in bare else _bare_scores(model, layers, part,
                                                                                           batch_size)
-                extra = [held[start].toarray() for held in kept] + (
-                    [centroid_scores(start)] if centroids is not None else [])
-                yield own, extra, sp.csr_matrix(val_y[start:start + rows])
+                yield own, [scored(start) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
-        grids = [grid] * len(voters) + ([model.cdgt_config.centroid_weights] if centroids is not None else [])
-        settle_tail(model, layers, own_scores, grids)
-    return tables[0] if tables else {}
+        settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
+    return tables_p5[0] if tables_p5 else {}
+
+
+def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any) -> list[tuple[Any, Any]]:
+    """Fill the model's label tables (the centroids of the training split, the label texts) and set their weights
+    to 0; returns [(layer, its weight grid)] in the order the answer blends them."""
+    config, out = model.cdgt_config, []
+    centroids, texts = getattr(model, "centroids", None), getattr(model, "label_text", None)
+    if centroids is not None:
+        centroids.remember(train_x, train_y, config.centroid_features)
+        out.append((centroids, config.centroid_weights))
+    if texts is not None:
+        if label_features is None:
+            raise ValueError("the model has a label-text layer (label_text=true) but settle got no label_features")
+        texts.store(label_features)
+        out.append((texts, config.label_text_weights))
+    for layer, _ in out:
+        layer.weight.assign(0.0)
+        layer.tail_weight.assign(-1.0)
+    return out
+
+
+def _table_scores(score: Callable[[Any, int], np.ndarray], val_x: Any, rows: int, batch_size: int,
+                  keep: bool) -> Callable[[int], np.ndarray]:
+    """A chunk's scores by a label table (start -> [rows, L]), each computed once and kept when `keep`."""
+    kept: dict[int, np.ndarray] = {}
+
+    def scored(start: int) -> np.ndarray:
+        found = kept.get(start)
+        if found is None:
+            found = score(val_x[start:start + rows], batch_size)
+            if keep:
+                kept[start] = found
+        return found
+
+    return scored
 
 
 def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable[float]]) -> Any:

@@ -41,7 +41,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
 
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
-    memory = MemoryShape.for_config(config, train.features, train.labels)
+    memory = MemoryShape.for_config(config, train.features, train.labels, train.label_features)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
     model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0
@@ -56,7 +56,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop)
         settle(model, train.features, train.labels, validation.features, validation.labels,
-               config.neighbour_weights, config.batch_size)
+               config.neighbour_weights, config.batch_size, label_features=train.label_features)
         return model, history, time.perf_counter() - started
     import tensorflow as tf
 
@@ -68,5 +68,5 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
                                                     batch_size=config.batch_size),
                        epochs=config.epochs, callbacks=callbacks, verbose=0)
     settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
-           config.batch_size)
+           config.batch_size, label_features=train.label_features)
     return model, history if history is not None else fitted, time.perf_counter() - started

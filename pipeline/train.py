@@ -51,13 +51,15 @@ def load_features(data_dir: str | Path | None, dataset: str,
     if data_dir is None:
         return load_embedded(dataset, seed=config.seed), None
     from cdgt_keras.featurizer import Featurizer
+    from cdgt_keras.label_text import label_features
     from cdgt_keras.records import read_manifest, read_splits
     from cdgt_keras.text import TextOptions
 
     manifest = read_manifest(data_dir)
     splits = read_splits(data_dir)
     featurizer = Featurizer.fit(manifest["feature_kind"], splits["train"].features, TextOptions.from_config(config))
-    splits = {name: MultiLabelData(featurizer.transform(data.features), data.labels, data.label_names)
+    labels = label_features(featurizer, splits["train"].label_names)
+    splits = {name: MultiLabelData(featurizer.transform(data.features), data.labels, data.label_names, labels)
               for name, data in splits.items()}
     return splits, featurizer
 

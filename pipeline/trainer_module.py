@@ -33,11 +33,13 @@ from cdgt.pipeline.blessing import blessing_label_ids
 from cdgt.pipeline.callbacks import CdgtTensorBoard, EpochLine, ValidationReport, log_hparams
 from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
+from cdgt.serving.preprocessing import raw_from_inputs
 from cdgt_keras import checkpoint
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.inputs import without_autotuning
+from cdgt_keras.label_text import label_words, unit_rows
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
@@ -124,17 +126,28 @@ def eval_dataset(source: Records, parse: Any, batch_size: int) -> tf.data.Datase
 def collect_features(source: Records, parse: Any, batch_size: int = 4096) -> sp.csr_matrix:
     """The model input of a split (`parse` without labels: transformed features, sparse or dense) as a csr matrix,
     batch by batch: what the neighbour votes remember (cdgt_keras.neighbours)."""
-    parts = []
-    for x in eval_dataset(source, parse, batch_size):
-        if isinstance(x, tf.SparseTensor):
-            idx = x.indices.numpy()
-            parts.append(sp.csr_matrix((x.values.numpy(), (idx[:, 0], idx[:, 1])),
-                                       shape=tuple(int(d) for d in x.dense_shape.numpy())))
-        else:
-            parts.append(sp.csr_matrix(x.numpy()))
+    parts = [_csr(x) for x in eval_dataset(source, parse, batch_size)]
     if not parts:
         raise ValueError(f"no examples in {source}")
     return sp.vstack(parts, format="csr")
+
+
+def _csr(x: Any) -> sp.csr_matrix:
+    """A model input batch (tf.SparseTensor or dense tensor) as a csr matrix."""
+    if isinstance(x, tf.SparseTensor):
+        idx = x.indices.numpy()
+        return sp.csr_matrix((x.values.numpy(), (idx[:, 0], idx[:, 1])),
+                             shape=tuple(int(d) for d in x.dense_shape.numpy()))
+    return sp.csr_matrix(x.numpy())
+
+
+def transformed_label_features(tft_output: Any, kind: str, width: int, names: list[str]) -> sp.csr_matrix | None:
+    """The label texts (cdgt_keras.label_text.label_words of each name) through the Transform graph: the rows
+    `cdgt_keras.label_text.label_features` makes on the in-memory road; None unless the features are text."""
+    if kind != "text":
+        return None
+    raw = raw_from_inputs(kind, tft_output.raw_feature_spec(), tf.constant([label_words(n) for n in names]))
+    return unit_rows(_csr(model_input(tft_output.transform_features_layer()(raw), kind, width)))
 
 
 def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_uri: str, code: str = "") -> str:
@@ -172,16 +185,18 @@ def run_fn(fn_args: Any) -> None:
                           custom.get("code", ""))
 
     no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
-    remembered = None
+    names = stats.get("label_names") or [str(i) for i in range(num_labels)]
+    remembered, label_x = None, None
     if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
         remembered = collect_features(train_records, no_labels), read_labels(train_records, num_labels)
+        label_x = transformed_label_features(tft_output, kind, width, names) if config.label_text else None
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
-                          MemoryShape.for_config(config, *remembered) if remembered else None)
+                          MemoryShape.for_config(config, *remembered, label_x) if remembered else None)
     model, early, steps = setup.model, setup.early_stopping, setup.steps
     start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:
@@ -198,11 +213,11 @@ def run_fn(fn_args: Any) -> None:
 
     if remembered:
         val_features = collect_features(val_records, no_labels)
-        settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size)
+        settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size,
+               label_features=label_x)
     with quiet_exhausted_input():
         val_probs = np.asarray(model.predict(val_x, verbose=0))
     thresholds = tuned_thresholds(val_probs, val_labels, config)
-    names = stats.get("label_names") or [str(i) for i in range(num_labels)]
     export_serving_model(model, tft_output, fn_args.serving_model_dir, names, thresholds, feature_kind=kind,
                          input_width=width, blessing_ids=blessing_label_ids(num_labels, int(custom["auc_labels"])),
                          metadata={"config": config.to_dict(), "epochs_run": len(

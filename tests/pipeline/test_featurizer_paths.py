@@ -107,3 +107,30 @@ def test_featurizer_round_trips_through_json():
 def test_text_with_no_frequent_term_is_a_clear_error():
     with pytest.raises(ValueError, match="text_min_df"):
         Featurizer.fit("text", ["alpha", "beta"], TextOptions(min_df=2))
+
+
+def test_label_texts_agree_through_the_transform_graph():
+    """The label texts' rows (cdgt_keras.label_text) of the Trainer (the Transform graph) and of `cdgt train`."""
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+
+    from cdgt.pipeline.trainer_module import transformed_label_features
+    from cdgt_keras.label_text import label_features
+
+    fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), OPTIONS)
+    spec = {"text": tf.io.FixedLenFeature([], tf.string)}
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    config = {"feature_kind": "text", "text": asdict(OPTIONS)}
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+        transform_fn = ([{"text": t} for t in TRAIN], metadata) | tft_beam.AnalyzeDataset(
+            lambda x: preprocessing_fn(x, config))
+        out = _write(transform_fn)
+    metadata_io.write_metadata(metadata, f"{out}/{tft.TFTransformOutput.RAW_METADATA_DIR}")  # the raw spec
+    output = tft.TFTransformOutput(out)
+    names = ["uitoolkit::gtk3", "devel::editor", "works-with::text", "made-up::nothing", "python3-gtk3"]
+    fast = label_features(fit, names)
+    through = transformed_label_features(output, "text", fit.width, names)
+    assert fast[0].nnz and fast[3].nnz == 0  # a known word, and none
+    np.testing.assert_allclose(through.toarray(), fast.toarray(), atol=1e-6)
+    assert transformed_label_features(output, "dense", fit.width, names) is None
