@@ -69,7 +69,7 @@ def test_layer_scores_are_clipped_cosines_chunk_by_chunk(sparse_query: bool) -> 
     got = layer(to_sparse_tensor(query) if sparse_query else q.astype(np.float32)).numpy()
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert layer(np.zeros((0, 30), np.float32)).shape == (0, 6)
-    with pytest.raises(ValueError, match="holds .* entries"):
+    with pytest.raises(ValueError, match=r"holds .* entries"):
         layer.remember(x, y, max_features=6)
 
 
