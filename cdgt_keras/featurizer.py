@@ -40,17 +40,20 @@ def z_score(x: Any, mean: Any, variance: Any) -> Any:
 
 @dataclass
 class Featurizer:
-    """A fitted featurizer of one feature kind: `text` (a TextFeaturizer) or `mean`/`variance` (dense)."""
+    """A fitted featurizer of one feature kind: `text` (a TextFeaturizer) or `mean`/`variance` (dense); `names`:
+    what each sparse feature id stands for (a word), when the data say (ARFF attributes)."""
 
     kind: str
     width: int
     text: TextFeaturizer | None = None
     mean: np.ndarray | None = None
     variance: np.ndarray | None = None
+    names: list[str] | None = None
 
     @classmethod
-    def fit(cls, kind: str, train_features: Any, text_options: TextOptions | None = None) -> Featurizer:
-        """Learn what the kind needs from the training split's raw features."""
+    def fit(cls, kind: str, train_features: Any, text_options: TextOptions | None = None,
+            feature_names: list[str] | None = None) -> Featurizer:
+        """Learn what the kind needs from the training split's raw features (sparse: keep `feature_names`)."""
         if kind == "text":
             text = TextFeaturizer.fit(train_features, text_options)
             return cls(kind, text.width, text=text)
@@ -61,7 +64,10 @@ class Featurizer:
             return cls(kind, x.shape[1], mean=x.mean(axis=0).astype(np.float32),
                        variance=x.var(axis=0).astype(np.float32))
         if kind == "sparse":
-            return cls(kind, int(train_features.shape[1]))
+            width = int(train_features.shape[1])
+            if feature_names is not None and len(feature_names) != width:
+                raise ValueError(f"sparse features: {len(feature_names)} feature names for {width} features")
+            return cls(kind, width, names=list(feature_names) if feature_names is not None else None)
         raise ValueError(f"feature kind {kind!r} is not one of {FEATURE_KINDS}")
 
     def transform(self, features: Any) -> np.ndarray | sp.csr_matrix:
@@ -90,6 +96,8 @@ class Featurizer:
             out["text"] = self.text.to_dict()
         if self.mean is not None:
             out["mean"], out["variance"] = self.mean.tolist(), self.variance.tolist()
+        if self.names is not None:
+            out["names"] = list(self.names)
         return out
 
     @classmethod
@@ -97,4 +105,5 @@ class Featurizer:
         text = TextFeaturizer.from_dict(payload["text"]) if "text" in payload else None
         mean = np.asarray(payload["mean"], np.float32) if "mean" in payload else None
         variance = np.asarray(payload["variance"], np.float32) if "variance" in payload else None
-        return cls(payload["kind"], int(payload["width"]), text=text, mean=mean, variance=variance)
+        return cls(payload["kind"], int(payload["width"]), text=text, mean=mean, variance=variance,
+                   names=payload.get("names"))

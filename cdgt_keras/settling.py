@@ -36,7 +36,8 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
     """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight.
 
     `pairs()` yields chunks (model scores [n, L], votes [n, L], labels [n, L]) of the validation split; ties go
-    to the smaller weight, so votes that add nothing stay out.
+    to the smaller weight, so votes that add nothing stay out. The hits are counted as integers, so two weights
+    with as many hits tie exactly (summed means differed in their last bits, chunk by chunk, and decided ties).
 
     Example:
         >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
@@ -46,13 +47,13 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
     from cdgt_keras.metrics import precision_at_k
 
     grid = sorted({float(w) for w in grid})
-    hits, total = dict.fromkeys(grid, 0.0), 0
+    hits, total = dict.fromkeys(grid, 0), 0
     for scores, votes, truth in pairs():
         n = scores.shape[0]
         total += n
-        for w in grid:
-            hits[w] += n * precision_at_k(truth, blend(scores, votes, w), k)
-    table = {w: hits[w] / max(total, 1) for w in grid}
+        for w in grid:  # P@k of a chunk is its hits / (n k): a whole number of hits, rounded back from the mean
+            hits[w] += round(n * k * precision_at_k(truth, blend(scores, votes, w), k))
+    table = {w: hits[w] / (k * max(total, 1)) for w in grid}
     best = max(grid, key=lambda w: (table[w], -w))
     return best, table
 

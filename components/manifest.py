@@ -48,6 +48,8 @@ def static_facts(source: Any, task: str | None, options: Mapping[str, Any]) -> d
         "num_features": source.num_features,
         "split_rule": split_rule(source),
         "options": dict(options),
+        # each feature id's name (ARFF attributes: words of a bag-of-words), which label texts are matched to
+        **({"feature_names": list(source.feature_names)} if getattr(source, "feature_names", None) else {}),
     }
 
 

@@ -146,8 +146,9 @@ def build_named(name: str, cache_dir: Path, beam: list[str] | None = None, *, ro
 
 
 def _stale(out: Path, name: str) -> bool:
-    """Whether the cached build of a registered name kept other labels than its spec says (an older registry) or
-    was written before each split's records were put in id order (its order depended on the build's process)."""
+    """Whether the cached build of a registered name kept other labels than its spec says (an older registry),
+    was written before each split's records were put in id order (its order depended on the build's process), or
+    is an ARFF build without its feature names (what label texts are matched to: cdgt_keras.label_text)."""
     spec = DATASETS.get(name)
     if spec is None or spec.format == "synthetic":
         return False
@@ -156,7 +157,8 @@ def _stale(out: Path, name: str) -> bool:
     manifest = json.loads((out / "manifest.json").read_text())
     options = manifest.get("options", {})
     return (int(options.get("min_label_count", 0)) != spec.min_label_count
-            or manifest.get("record_order") != RECORD_ORDER)
+            or manifest.get("record_order") != RECORD_ORDER
+            or (spec.format == "arff" and "feature_names" not in manifest))
 
 
 def _build_folder(name: str, root: Path, out: Path, beam: list[str] | None, log: Callable[[str], None]) -> Path:

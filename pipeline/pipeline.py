@@ -179,7 +179,8 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
         schema=schema.outputs["schema"], label_stats=stats.outputs["label_stats"], run_fn=RUN_FN,
         train_args=tfx.proto.TrainArgs(splits=["train"]), eval_args=tfx.proto.EvalArgs(splits=["validation"]),
         custom_config={"cdgt": config.to_dict(),
-                       "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0)},
+                       "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0),
+                                "feature_names": manifest.get("feature_names") if kind == "sparse" else None},
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
                        "auc_labels": settings.auc_labels,
                        "code": source_fingerprint(TRAINER_CODE)})

@@ -57,7 +57,8 @@ def load_features(data_dir: str | Path | None, dataset: str,
 
     manifest = read_manifest(data_dir)
     splits = read_splits(data_dir)
-    featurizer = Featurizer.fit(manifest["feature_kind"], splits["train"].features, TextOptions.from_config(config))
+    featurizer = Featurizer.fit(manifest["feature_kind"], splits["train"].features, TextOptions.from_config(config),
+                                manifest.get("feature_names"))
     labels = label_features(featurizer, splits["train"].label_names)
     splits = {name: MultiLabelData(featurizer.transform(data.features), data.labels, data.label_names, labels)
               for name, data in splits.items()}

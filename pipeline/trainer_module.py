@@ -1,7 +1,7 @@
 """The Trainer's module file: `run_fn(fn_args)` trains CDGTModel on the transformed examples and exports it.
 
 custom_config (set by pipeline/pipeline.py; the label-statistics uri is added by components/trainer.py):
-    {"cdgt": CDGTConfig.to_dict(), "data": {"feature_kind", "num_features"}, "checkpoint_root": DIR,
+    {"cdgt": CDGTConfig.to_dict(), "data": {"feature_kind", "num_features", "feature_names"}, "checkpoint_root": DIR,
      "auc_labels": the most labels TFMA's blessing covers, "code": fingerprint of the training code,
      "label_stats_uri": URI}
 
@@ -39,7 +39,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.inputs import without_autotuning
-from cdgt_keras.label_text import label_words, unit_rows
+from cdgt_keras.label_text import label_texts, named_features, unit_rows
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
@@ -141,12 +141,16 @@ def _csr(x: Any) -> sp.csr_matrix:
     return sp.csr_matrix(x.numpy())
 
 
-def transformed_label_features(tft_output: Any, kind: str, width: int, names: list[str]) -> sp.csr_matrix | None:
-    """The label texts (cdgt_keras.label_text.label_words of each name) through the Transform graph: the rows
-    `cdgt_keras.label_text.label_features` makes on the in-memory road; None unless the features are text."""
+def transformed_label_features(tft_output: Any, kind: str, width: int, names: list[str],
+                               feature_names: list[str] | None = None) -> sp.csr_matrix | None:
+    """The label texts' rows (cdgt_keras.label_text) on the Trainer's road: text through the Transform graph, the
+    rows `label_features` makes in memory; a sparse bag of words by its `feature_names` (the Transform passes it
+    through); None otherwise."""
+    if kind == "sparse" and feature_names:
+        return named_features(feature_names, names)
     if kind != "text":
         return None
-    raw = raw_from_inputs(kind, tft_output.raw_feature_spec(), tf.constant([label_words(n) for n in names]))
+    raw = raw_from_inputs(kind, tft_output.raw_feature_spec(), tf.constant(label_texts(names)))
     return unit_rows(_csr(model_input(tft_output.transform_features_layer()(raw), kind, width)))
 
 
@@ -189,7 +193,8 @@ def run_fn(fn_args: Any) -> None:
     remembered, label_x = None, None
     if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
         remembered = collect_features(train_records, no_labels), read_labels(train_records, num_labels)
-        label_x = transformed_label_features(tft_output, kind, width, names) if config.label_text else None
+        label_x = transformed_label_features(tft_output, kind, width, names, data.get("feature_names")) \
+            if config.label_text else None
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "

@@ -88,6 +88,7 @@ class LineSource:
     label_names: list[str] | None = None  # None: labels are names (or ids) whose vocabulary comes from data
     label_ids_open: bool = False  # ids with no known L: L = max id + 1
     extra: dict[str, Any] = field(default_factory=dict)
+    feature_names: list[str] | None = None  # what each feature id stands for (a word), when the format says
 
     @property
     def carve(self) -> float:
@@ -208,6 +209,7 @@ def _arff_source(files: list[str], fraction: float) -> ArffSource:
             "label_files": xml,
             "data_lines": {p: h.data_line for p, h in headers.items()},
         },
+        feature_names=list(first.attributes[: first.num_features]),
     )
 
 

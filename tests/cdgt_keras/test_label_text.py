@@ -143,3 +143,23 @@ def test_off_by_default_absent_without_texts_and_an_error_when_settle_lacks_them
         settle(model, x, y, x, y, (0.0,), batch_size=16, rows=24)
     with pytest.raises(ValueError, match="label_text_weights"):
         CDGTConfig(label_text_weights=(1.5,))
+
+
+def test_a_shared_prefix_is_dropped_and_a_bag_of_words_matches_feature_names() -> None:
+    from cdgt_keras.label_text import label_texts, named_features
+
+    assert label_texts(["TAG_svm", "TAG_web"]) == ["svm svm", "web web"]
+    assert label_texts(["uitoolkit::gtk", "uitoolkit::qt"]) == ["gtk gtk", "qt qt"]
+    assert label_texts(["gtk", "gtk2"]) == ["gtk gtk", "gtk2 gtk2"]  # a shared "gtk" is not a prefix to drop
+    assert label_texts(["only_one"]) == ["only one only one"]
+    names = ["Data", "mining", "svm", "web", "data"]  # case aside; the first of two equal names is kept
+    got = named_features(names, ["TAG_data-mining", "TAG_svm", "TAG_nothing"]).toarray()
+    np.testing.assert_allclose(got, [[0.5 ** 0.5, 0.5 ** 0.5, 0, 0, 0], [0, 0, 1, 0, 0], [0] * 5], atol=1e-7)
+    fit = Featurizer.fit("sparse", sp.csr_matrix(np.ones((2, 5))), feature_names=names)
+    np.testing.assert_array_equal(label_features(fit, ["TAG_svm", "TAG_web"]).toarray(),
+                                  named_features(names, ["TAG_svm", "TAG_web"]).toarray())
+    assert Featurizer.from_dict(fit.to_dict()).names == names
+    assert label_features(Featurizer.fit("sparse", sp.csr_matrix(np.ones((2, 5)))), ["TAG_svm"]) is None
+    with pytest.raises(ValueError, match="feature names"):
+        Featurizer.fit("sparse", sp.csr_matrix(np.ones((2, 5))), feature_names=names[:3])
+

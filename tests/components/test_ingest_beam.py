@@ -47,6 +47,7 @@ def test_arff_build_writes_splits_manifest_and_stats(tmp_path: Path):
     assert splits["validation"]["examples"] > 0 and splits["test"]["examples"] == 10
     assert manifest["num_labels"] == 3 and manifest["label_names"] == ["A", "B", "C"]
     assert manifest["num_features"] == 2 and manifest["feature_kind"] == "dense"
+    assert manifest["feature_names"] == ["f1", "f2"]  # the attributes before the labels' (label texts match them)
     assert all(len(s["sha256"]) == 64 for s in manifest["sources"]) and len(manifest["sources"]) == 3
     train = read_split(tmp_path / "out", "train")
     assert len(train) == splits["train"]["examples"] and len(train[0]["features"]) == 2

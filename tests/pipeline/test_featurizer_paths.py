@@ -134,3 +134,13 @@ def test_label_texts_agree_through_the_transform_graph():
     assert fast[0].nnz and fast[3].nnz == 0  # a known word, and none
     np.testing.assert_allclose(through.toarray(), fast.toarray(), atol=1e-6)
     assert transformed_label_features(output, "dense", fit.width, names) is None
+
+
+def test_the_trainers_label_features_of_a_bag_of_words_are_the_in_memory_ones() -> None:
+    from cdgt.pipeline.trainer_module import transformed_label_features
+    from cdgt_keras.label_text import named_features
+
+    names, labels = ["data", "mining", "svm"], ["TAG_data-mining", "TAG_svm"]
+    got = transformed_label_features(None, "sparse", 3, labels, names)
+    np.testing.assert_array_equal(got.toarray(), named_features(names, labels).toarray())
+    assert transformed_label_features(None, "sparse", 3, labels, None) is None
