@@ -18,14 +18,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
 import importlib
 import json
 import multiprocessing
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,8 +98,26 @@ def run_isolated(spec: RunSpec, results_dir: Path, *, root: Path | None = None, 
     this process's, and an error in it is raised here."""
     if spec.path(results_dir).is_file() and not force:
         return "skipped"
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    with exit_on_sigterm(), multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(run, (spec, results_dir), {"root": root, "cache_dir": cache_dir, "force": force})
+
+
+@contextlib.contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) in the block (in the main thread), so that what the block holds is cleaned
+    up: a killed `cdgt bench quality` then ends its spawned run too, where TERM's default left it running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 RUN_MODULES = {"cdgt": ("keras", "cdgt_keras.model", "cdgt_keras.evaluation", "cdgt.bench.measures",

@@ -223,6 +223,39 @@ def test_a_run_in_its_own_process_raises_its_error_here(tmp_path, data_dir, monk
     assert not list((tmp_path / "results").glob("*.json"))  # a failed run leaves no result
 
 
+def test_a_terminated_bench_ends_its_spawned_run_too(tmp_path):
+    """SIGTERM to the process waiting on a spawned run (run_isolated's wait) ends the run's process as well."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "wait.py"
+    script.write_text(
+        "import multiprocessing, os, time\n"
+        "from cdgt.bench.runner import exit_on_sigterm\n"
+        "if __name__ == '__main__':\n"
+        "    with exit_on_sigterm(), multiprocessing.get_context('spawn').Pool(1) as pool:\n"
+        "        print(pool.apply(os.getpid), flush=True)\n"
+        "        pool.apply(time.sleep, (120,))\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    time.sleep(0.5)  # the worker is in its sleep
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError(f"the spawned run (pid {child}) outlived its terminated parent")
+
+
 # ------------------------------------------------------------------------------------------------ threshold rules
 def test_threshold_rules_score_against_sklearn():
     from sklearn.metrics import f1_score
