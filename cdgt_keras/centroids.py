@@ -54,8 +54,20 @@ def centroid_matrix(features: Any, labels: Any, max_features: int = 0) -> sp.csr
     sums.eliminate_zeros()
     if max_features and sums.nnz:
         sums = _largest_per_row(sums, int(max_features))
-    lengths = np.sqrt(np.asarray(sums.multiply(sums).sum(axis=1)).ravel())
-    out = sp.csr_matrix(sp.diags(1.0 / np.maximum(lengths, 1e-12)) @ sums, dtype=np.float32)
+    return unit_rows(sums)
+
+
+def unit_rows(matrix: Any) -> sp.csr_matrix:
+    """`matrix` as float32 csr with each non-empty row scaled to unit length (in float64) and explicit zeros
+    dropped: what the layer's cosine assumes, whichever rows it holds (centroids, label texts).
+
+        >>> unit_rows(sp.csr_matrix([[3.0, 0.0, 4.0], [0.0, 0.0, 0.0]])).toarray().astype(float).round(3).tolist()
+        [[0.6, 0.0, 0.8], [0.0, 0.0, 0.0]]
+    """
+    m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)  # the caller's arrays may be read-only
+    m.eliminate_zeros()
+    lengths = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+    out = sp.csr_matrix(sp.diags(1.0 / np.maximum(lengths, 1e-12)) @ m, dtype=np.float32)
     out.sort_indices()
     return out
 

@@ -19,12 +19,15 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from cdgt_keras.centroids import unit_rows
 
 _SPACES = re.compile(r"[:_/]+")
 
@@ -44,10 +47,7 @@ def label_texts(label_names: Sequence[str]) -> list[str]:
         ['svm svm', 'data-mining data mining']
     """
     names = list(label_names)
-    common = ""
-    if len(names) > 1:  # the prefix of every name is that of the first and last in sorted order
-        first, last = min(names), max(names)
-        common = first[:next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), min(len(first), len(last)))]
+    common = os.path.commonprefix(names) if len(names) > 1 else ""  # noqa: RUF071 (characters are what is meant)
     cut = max(common.rfind("_") + 1, common.rfind("::") + 2 if "::" in common else 0)
     return [label_words(n[cut:]) for n in names]
 
@@ -89,14 +89,3 @@ def named_features(feature_names: Sequence[str], label_names: Sequence[str]) -> 
             cols.append(word)
     ones = np.ones(len(rows), np.float64)
     return unit_rows(sp.csr_matrix((ones, (rows, cols)), shape=(len(label_names), len(feature_names))))
-
-
-def unit_rows(matrix: Any) -> sp.csr_matrix:
-    """`matrix` as float32 csr with each non-empty row scaled to unit length and explicit zeros dropped (what
-    the layer's cosine assumes, whichever road made the rows)."""
-    m = sp.csr_matrix(matrix, dtype=np.float64, copy=True)  # the caller's arrays may be read-only
-    m.eliminate_zeros()
-    lengths = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
-    out = sp.csr_matrix(sp.diags(1.0 / np.maximum(lengths, 1e-12)) @ m, dtype=np.float32)
-    out.sort_indices()
-    return out
