@@ -124,7 +124,7 @@ def _checkpoint_epoch(out: Path) -> int:
 def test_pipeline_killed_mid_training_resumes_to_the_same_model(first, tmp_path):
     """SIGKILL the whole `cdgt run` process during epoch 3+ of 6, run it again: the completed components are
     reused, the Trainer resumes from its last epoch checkpoint, and the test metrics equal those of the
-    uninterrupted first run (tolerance 1e-6 absolute; measured: identical)."""
+    uninterrupted first run (tolerance 1e-6 absolute; measured: identical), epoch by epoch within 1e-6 relative."""
     import os
     import signal
     import subprocess
@@ -154,10 +154,13 @@ def test_pipeline_killed_mid_training_resumes_to_the_same_model(first, tmp_path)
     start = int(re.search(r"resuming from the checkpoint after epoch (\d+)", rerun.stdout).group(1))
     histories = [json.loads((Path(s.artifacts["ModelRun"]["uri"]) / "history.json").read_text())
                  for s in (first, summary)]
+    # Within 1e-6 relative, not to the bit: on CI's machine the resumed run's last val_loss came out one float32 ulp
+    # (1.5e-8) from the uninterrupted run's, twice, while on ours they are identical. A resume that drifts (a lost
+    # RNG or optimizer state, a wrong data order) changes the first resumed epoch's figures far beyond that.
     for key in ("loss", "val_loss", "val_p_at_5"):
-        assert histories[1][key] == histories[0][key][start:], (
-            f"killed at checkpoint epoch {epoch}, resumed after epoch {start}: {key} per epoch differs",
-            histories[0][key], histories[1][key])
+        np.testing.assert_allclose(
+            histories[1][key], histories[0][key][start:], rtol=1e-6, atol=0,
+            err_msg=f"killed at checkpoint epoch {epoch}, resumed after epoch {start}: {key} per epoch differs")
     resumed = json.loads((Path(summary.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
     reference = json.loads((Path(first.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
     for row in ("overall", "head", "tail"):
