@@ -50,12 +50,16 @@ class MemoryShape:
 
     @classmethod
     def of(cls, features: Any, labels: Any, centroid_features: int | None = None,
-           label_features: Any = None) -> MemoryShape:
+           label_features: Any = None, centroids: Any = None) -> MemoryShape:
         """The shape of the memory of these training features (dense or sparse) and multi-hot labels; with
-        `centroid_features` (not None), the size of their label centroids kept to that many features each; with
+        `centroid_features` (not None), the size of their label centroids kept to that many features each (or of
+        `centroids`, those centroids made already by `centroid_matrix`: on deps they take 5 s to make); with
         `label_features` ([L, F], cdgt_keras.label_text), the size of the label texts."""
         x, y = sp.csr_matrix(features), sp.csr_matrix(labels)  # may share the caller's (read-only) arrays
-        cents = 0 if centroid_features is None else ct.centroid_nnz(x, y, centroid_features)
+        if centroids is not None:
+            cents = int(sp.csr_matrix(centroids).nnz)
+        else:
+            cents = 0 if centroid_features is None else ct.centroid_nnz(x, y, centroid_features)
         texts = 0 if label_features is None else int(sp.csr_matrix(label_features).count_nonzero())
         return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()),
                    centroid_nnz=cents, label_text_nnz=texts)
@@ -66,13 +70,14 @@ class MemoryShape:
         return bool(config.neighbours or config.centroid_features or config.label_text)
 
     @classmethod
-    def for_config(cls, config: Any, features: Any, labels: Any, label_features: Any = None) -> MemoryShape | None:
-        """The memory `config` asks for (neighbour votes, label centroids, label texts: `label_features`, when
-        the data have them), or None when it asks for none."""
+    def for_config(cls, config: Any, features: Any, labels: Any, label_features: Any = None,
+                   centroids: Any = None) -> MemoryShape | None:
+        """The memory `config` asks for (neighbour votes, label centroids (`centroids`, when made already),
+        label texts: `label_features`, when the data have them), or None when it asks for none."""
         if not cls.wanted(config):
             return None
         return cls.of(features, labels, config.centroid_features if config.centroid_features else None,
-                      label_features if config.label_text else None)
+                      label_features if config.label_text else None, centroids)
 
     def in_space(self, width: int) -> MemoryShape:
         """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's)."""

@@ -6,10 +6,12 @@ blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu centroids] + nu t
 `tail_memory="own"` the tail labels then get weights of their own, on validation Rare-F1 (cdgt_keras.tail_memory).
 
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
-Each validation score is computed once: the model's own answer (every weight at 0), the votes and the centroids,
-chunk by chunk; the blends are formed here, so the votes' pass over the memory (the costly one) is not run again
-while the next weight is tuned. The votes are kept between the tunings as sparse rows (a row has the labels of
-its k neighbours only), so a large label space holds no extra dense [n, L] matrix.
+The votes' validation scores are computed once, chunk by chunk, and kept between the tunings as sparse rows (a
+row has the labels of its k neighbours only); the blends are formed here, so the votes' pass over the memory (the
+costly one) is not run again while the next weight is tuned. The model's own answer (every weight at 0) and the
+label tables' scores are dense [n, L]: they are kept too while all of them fit `SCORES_KEPT_BYTES` (deps' 5.9k x
+18.6k, three matrices of 440 MB, are; deps-all's 41k labels are not), else computed again for each tuning, so a
+large label space holds no dense [n, L] matrix beyond a chunk.
 
 Example:
     >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
@@ -28,7 +30,9 @@ import tensorflow as tf
 
 from cdgt_keras.tail_memory import blend
 
-BARE_SCORES_KEPT = 1 << 24  # validation scores [n, L] of at most this many entries (64 MB) are computed once
+# Validation's scores [n, L] (the model's own answer, each label table's) are computed once and kept while all of
+# them fit in this many bytes (deps: 3 x 440 MB), else computed again, chunk by chunk, for each weight tuned.
+SCORES_KEPT_BYTES = 2 << 30
 
 
 def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
@@ -59,14 +63,16 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
 
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
-           batch_size: int = 256, rows: int = 2048, label_features: Any = None) -> dict[float, float]:
+           batch_size: int = 256, rows: int = 2048, label_features: Any = None,
+           centroids: Any = None) -> dict[float, float]:
     """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
     `rows`): each set of neighbour votes' weight over `grid`, in the order the answer blends them, with the ones
     before it in (returns the first's validation P@5 per weight), then, with the votes in, the label centroids'
     weight over the config's `centroid_weights` (cdgt_keras.centroids), then the label texts' over
     `label_text_weights` (`label_features`, [L, F]: cdgt_keras.label_text); with `tail_memory="own"`, last, the
-    tail labels' own weights (`settle_tail`). A model with no memory is left as is."""
-    voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features)
+    tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the caller
+    has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
+    voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features, centroids)
     if not voters and not tables:
         return {}
     for votes, space in voters:
@@ -77,8 +83,9 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     starts = range(0, val_x.shape[0], rows)
     layers = [layer for layer, _ in voters] + [layer for layer, _ in tables]
     tuned: list[tuple[Any, Callable[[int], np.ndarray]]] = []  # each layer tuned so far, its scores of a chunk
-    # the model's own answer, scored once when validation's [n, L] is small, else again for each weight tuned
-    bare: dict[int, np.ndarray] | None = {} if val_x.shape[0] * model.num_labels <= BARE_SCORES_KEPT else None
+    # the model's own answer, scored once when validation's scores fit SCORES_KEPT_BYTES, else for each weight tuned
+    kept_bytes = (1 + len(tables)) * val_x.shape[0] * model.num_labels * np.dtype(np.float32).itemsize
+    bare: dict[int, np.ndarray] | None = {} if kept_bytes <= SCORES_KEPT_BYTES else None
 
     def chunks() -> Iterator[tuple[int, np.ndarray, Any]]:
         """(start, the model's answer with the layers tuned so far, labels), chunk by chunk of validation."""
@@ -105,7 +112,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid))
         tuned.append((votes, scored))
     for table, table_grid in tables:
-        # the table's validation scores, kept for the next tunings when validation is small, else scored again
+        # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
         scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
         _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid)
         tuned.append((table, scored))
@@ -122,13 +129,18 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     return tables_p5[0] if tables_p5 else {}
 
 
-def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any) -> list[tuple[Any, Any]]:
-    """Fill the model's label tables (the centroids of the training split, the label texts) and set their weights
-    to 0; returns [(layer, its weight grid)] in the order the answer blends them."""
+def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any,
+                     centroid_rows: Any = None) -> list[tuple[Any, Any]]:
+    """Fill the model's label tables (the centroids of the training split, made here unless `centroid_rows`
+    holds them, the label texts) and set their weights to 0; returns [(layer, its weight grid)] in the order the
+    answer blends them."""
     config, out = model.cdgt_config, []
     centroids, texts = getattr(model, "centroids", None), getattr(model, "label_text", None)
     if centroids is not None:
-        centroids.remember(train_x, train_y, config.centroid_features)
+        if centroid_rows is None:
+            centroids.remember(train_x, train_y, config.centroid_features)
+        else:
+            centroids.store(centroid_rows)
         out.append((centroids, config.centroid_weights))
     if texts is not None:
         if label_features is None:

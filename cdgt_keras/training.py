@@ -32,6 +32,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     import keras
 
     from cdgt_keras import checkpoint
+    from cdgt_keras.centroids import centroid_matrix
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor, without_autotuning
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import RankingMonitor, fit_setup
@@ -39,9 +40,12 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     from cdgt_keras.resume import EpochHistory, epoch_batches
     from cdgt_keras.settling import settle
 
+    started = time.perf_counter()  # the attempt's time covers building the model and its memory's shape
     counts, freq = label_frequencies(train.labels, train.num_labels)
     keras.utils.set_random_seed(config.seed)
-    memory = MemoryShape.for_config(config, train.features, train.labels, train.label_features)
+    centroids = centroid_matrix(train.features, train.labels, config.centroid_features) \
+        if config.centroid_features else None  # made once: for the model's shape and for settle
+    memory = MemoryShape.for_config(config, train.features, train.labels, train.label_features, centroids)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
     model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0
@@ -52,21 +56,21 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)] if history is not None else []
     after += [progress(start)] if progress is not None else []
     callbacks = setup.callbacks(config, monitors, after)
-    started = time.perf_counter()
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop)
         settle(model, train.features, train.labels, validation.features, validation.labels,
-               config.neighbour_weights, config.batch_size, label_features=train.label_features)
+               config.neighbour_weights, config.batch_size, label_features=train.label_features,
+               centroids=centroids)
         return model, history, time.perf_counter() - started
     import tensorflow as tf
 
     examples = tf.data.Dataset.from_tensor_slices((_features_tensor(train.features),
                                                    to_sparse_tensor(train.labels)))
     data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, config.epochs, steps)
+    objective = make_dataset(validation.features, validation.labels, batch_size=config.batch_size) \
+        if config.validation_objective else None  # val_payoff and the rest; RankingMonitor scores the ranking
     fitted = model.fit(without_autotuning(data), steps_per_epoch=steps, initial_epoch=start,
-                       validation_data=make_dataset(validation.features, validation.labels,
-                                                    batch_size=config.batch_size),
-                       epochs=config.epochs, callbacks=callbacks, verbose=0)
+                       validation_data=objective, epochs=config.epochs, callbacks=callbacks, verbose=0)
     settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
-           config.batch_size, label_features=train.label_features)
+           config.batch_size, label_features=train.label_features, centroids=centroids)
     return model, history if history is not None else fitted, time.perf_counter() - started

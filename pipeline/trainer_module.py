@@ -35,6 +35,7 @@ from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
 from cdgt.serving.preprocessing import raw_from_inputs
 from cdgt_keras import checkpoint
+from cdgt_keras.centroids import centroid_matrix
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
@@ -161,10 +162,11 @@ def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_
     return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
-def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset, steps: int, start: int,
+def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset | None, steps: int, start: int,
         callbacks: list[keras.callbacks.Callback],
         early: keras.callbacks.EarlyStopping | None = None) -> dict[str, list[float]]:
-    """model.fit from epoch `start` (resumed) to config.epochs; returns the history."""
+    """model.fit from epoch `start` (resumed) to config.epochs, the objective evaluated on `validation` each epoch
+    (None: not evaluated, config.validation_objective); returns the history."""
     if start >= config.epochs:  # a resumed run that had finished training (or stopped early)
         checkpoint.finish_without_training(model, early)
         return {}
@@ -190,18 +192,19 @@ def run_fn(fn_args: Any) -> None:
 
     no_labels = _parser(tft_output, kind, width, num_labels, with_labels=False)
     names = stats.get("label_names") or [str(i) for i in range(num_labels)]
-    remembered, label_x = None, None
+    remembered, label_x, centroids = None, None, None
     if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
         remembered = collect_features(train_records, no_labels), read_labels(train_records, num_labels)
         label_x = transformed_label_features(tft_output, kind, width, names, data.get("feature_names")) \
             if config.label_text else None
+        centroids = centroid_matrix(*remembered, config.centroid_features) if config.centroid_features else None
     keras.utils.set_random_seed(config.seed)
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
-                          MemoryShape.for_config(config, *remembered, label_x) if remembered else None)
+                          MemoryShape.for_config(config, *remembered, label_x, centroids) if remembered else None)
     model, early, steps = setup.model, setup.early_stopping, setup.steps
     start = checkpoint.resume_epoch(model, ckpt, early, config.epochs)
     if start:
@@ -214,12 +217,13 @@ def run_fn(fn_args: Any) -> None:
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
     history = fit(model, config, train_dataset(train_records, parse, config.batch_size, int(stats["num_train"]),
                                                config.seed, start, config.epochs, steps),
-                  eval_dataset(val_records, parse, config.batch_size), steps, start, callbacks, early)
+                  eval_dataset(val_records, parse, config.batch_size) if config.validation_objective else None,
+                  steps, start, callbacks, early)
 
     if remembered:
         val_features = collect_features(val_records, no_labels)
         settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size,
-               label_features=label_x)
+               label_features=label_x, centroids=centroids)
     with quiet_exhausted_input():
         val_probs = np.asarray(model.predict(val_x, verbose=0))
     thresholds = tuned_thresholds(val_probs, val_labels, config)

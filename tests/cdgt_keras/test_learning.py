@@ -88,3 +88,33 @@ def test_an_epoch_of_a_small_split_is_at_least_min_steps_per_epoch():
     model, history, _ = fit_model(config, data, data)
     assert int(model.player_optimizers[0].iterations.numpy()) == 14  # 2 epochs x 7 steps (3 batches a pass)
     assert len(history.history["loss"]) == 2
+
+
+def test_without_the_validation_objective_the_same_model_trains_without_val_payoff():
+    """validation_objective=false drops Keras' evaluation of the objective on validation (val_loss, val_payoff):
+    the ranking monitor's figures stay, early stopping on them stops at the same epoch, and the weights are the
+    same to the bit (evaluating draws no dropout mask and moves no weight)."""
+    import scipy.sparse as sp
+
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.training import fit_model
+
+    x, y = _data(n=96)
+    data = MultiLabelData(x, sp.csr_matrix(y.astype(np.uint8)), [str(i) for i in range(y.shape[1])])
+    base = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), batch_size=16, epochs=4, dropout=0.3,
+                      early_stopping_metric="p_at_1", early_stopping_patience=2)
+    runs = [fit_model(base.replace(validation_objective=flag), data, data)[:2] for flag in (True, False)]
+    (with_model, with_history), (without_model, without_history) = runs
+    assert "val_payoff" in with_history.history and "val_loss" in with_history.history
+    assert not any(k in without_history.history for k in ("val_payoff", "val_loss", "val_potential"))
+    assert without_history.history["val_p_at_1"] == with_history.history["val_p_at_1"]
+    assert without_history.history["loss"] == with_history.history["loss"]
+    for a, b in zip(with_model.get_weights(), without_model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_early_stopping_on_the_payoff_needs_the_validation_objective():
+    with pytest.raises(ValueError, match="validation_objective"):
+        CDGTConfig(validation_objective=False)  # early_stopping_metric="payoff"
+    CDGTConfig(validation_objective=False, early_stopping_patience=0)  # no early stopping: nothing reads it
+    CDGTConfig(validation_objective=False, early_stopping_metric="psp_at_5")
