@@ -84,8 +84,13 @@ class ThresholdCounts:
         truth.eliminate_zeros()
 
         def above(block: np.ndarray) -> np.ndarray:  # counts are sums over rows: blocks add up exactly
-            cols = np.broadcast_to(np.arange(self.num_labels), block.shape).ravel()
-            return _above_counts(np.asarray(block, dtype=np.float64).ravel(), cols, self.grid, self.num_labels)
+            # Only a value above the lowest threshold counts anywhere (most of a large label space's scores are
+            # not; NaN is kept, as searchsorted counts it). The grid is float32, so comparing in the block's own
+            # precision decides as float64 would.
+            block = np.asarray(block)
+            kept = ~(block <= self.grid[0])
+            _, cols = np.nonzero(kept)
+            return _above_counts(np.asarray(block[kept], dtype=np.float64), cols, self.grid, self.num_labels)
 
         self.predicted += np.sum(map_rows(above, chunk), axis=0)
         col = truth.col.astype(np.int64)

@@ -164,3 +164,30 @@ def test_tuning_uses_strict_inequality_on_grid_values():
 def test_invalid_mode():
     with pytest.raises(ValueError, match=r"'best'.*fixed, global, per_label, grouped, shrunk"):
         tune_thresholds(np.zeros((2, 2)), np.zeros((2, 2)), mode="best")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_counts_equal_direct_counts_at_and_below_the_lowest_threshold(dtype):
+    """ThresholdCounts.add counts only the values above the grid's lowest threshold (the rest count nowhere):
+    the counts equal direct ones, with values exactly on grid values, just either side of the lowest, and NaN
+    (which searchsorted ranks above every threshold, as before)."""
+    from cdgt_keras.thresholds import ThresholdCounts
+
+    rng = np.random.default_rng(0)
+    grid = default_grid()
+    low = np.float32(grid[0])
+    special = np.array([0.0, low, np.nextafter(low, np.float32(0)), np.nextafter(low, np.float32(1)), 0.02, 0.5,
+                        np.nan], dtype=np.float32)
+    probs = rng.random((40, 7)).astype(np.float32) * 0.05
+    probs[:, :] = np.where(rng.random(probs.shape) < 0.3, rng.choice(special, probs.shape), probs)
+    probs = probs.astype(dtype)
+    y = (rng.random(probs.shape) < 0.3).astype(int)
+    counts = ThresholdCounts(7)
+    counts.add(probs[:25], sp.csr_matrix(y[:25]))
+    counts.add(probs[25:], sp.csr_matrix(y[25:]))
+    taus = counts.grid
+    with np.errstate(invalid="ignore"):
+        above = (probs[:, :, None].astype(np.float64) > taus) | np.isnan(probs)[:, :, None]
+    np.testing.assert_array_equal(counts.predicted, above.sum(0))
+    np.testing.assert_array_equal(counts.true_pos, (above & (y[:, :, None] == 1)).sum(0))
+    assert np.isnan(probs).any() and (probs == low).any() and (probs < low).any()
