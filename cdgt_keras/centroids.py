@@ -113,8 +113,8 @@ class LabelCentroids(keras.layers.Layer):
         self.store(centroid_matrix(features, labels, max_features))
 
     def store(self, rows: sp.csr_matrix) -> None:
-        """Store [L, F] rows of unit length (or empty) as the layer's table, e.g. the label texts
-        (cdgt_keras.label_text); their size must be the layer's."""
+        """Store [L, F] rows of length at most 1 (unit, or empty, or a mean of unit rows) as the layer's table, e.g.
+        the label texts (cdgt_keras.label_text); their size must be the layer's."""
         c = sp.csr_matrix(rows, dtype=np.float32)
         if c.shape != (self.num_labels, self.num_features) or c.nnz != self.nnz:
             raise ValueError(f"the layer {self.name!r} holds {self.nnz} entries of [{self.num_labels}, "

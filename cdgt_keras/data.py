@@ -18,12 +18,14 @@ import scipy.sparse as sp
 @dataclass(frozen=True, eq=False)
 class MultiLabelData:
     """Features [n, d] (float32 ndarray or csr_matrix), 0/1 uint8 csr labels [n, L] and the label names; with text
-    features, `label_features`: the labels' names in the same space ([L, d] csr, cdgt_keras.label_text), else None."""
+    features, `label_features`: the labels' names in the same space ([L, d] csr, cdgt_keras.label_text), else None;
+    `ids`: each example's record id, when the split was read from records that carry them."""
 
     features: np.ndarray | sp.csr_matrix
     labels: sp.csr_matrix
     label_names: list[str]
     label_features: sp.csr_matrix | None = None
+    ids: list[str] | None = None
 
     @property
     def num_examples(self) -> int:
@@ -42,4 +44,5 @@ class MultiLabelData:
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
-        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names), self.label_features)
+        ids = None if self.ids is None else [self.ids[i] for i in rows]
+        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names), self.label_features, ids)

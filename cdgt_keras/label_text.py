@@ -10,6 +10,11 @@ MULAN's ARFF attributes; dense features have no words to match). The model
 scores label l by max(0, cos(x, t_l)) in a `cdgt_keras.centroids.LabelCentroids` layer that holds these rows, and
 blends it in last, with its weight tuned on validation like the other memories (`cdgt_keras.settling`).
 
+Some labels are themselves items of the catalogue: a dependency target is a package with a description of its own.
+With `config.label_documents`, such a label is known by that training record too (`label_table`: the mean of its
+name's row and its record's features, so the layer scores the mean of the two cosines); records of the validation
+and test splits are never used.
+
 Example:
     >>> label_words("works-with::image:raster")
     'image raster image raster'
@@ -69,6 +74,61 @@ def label_features(featurizer: Any, label_names: Sequence[str]) -> sp.csr_matrix
     if kind == "sparse" and featurizer.names is not None:
         return named_features(featurizer.names, label_names)
     return None
+
+
+def label_table(config: Any, names: sp.csr_matrix | None, features: Any, ids: Sequence[str] | None,
+                label_names: Sequence[str]) -> sp.csr_matrix | None:
+    """The rows the label-text layer holds: the labels' names (`label_features`), joined with each label's own
+    training record (`with_documents`) when `config.label_documents`; `features` and `ids`: the training split's,
+    as the model takes them. Both roads (`fit_model`, the TFX Trainer) make them here.
+
+        >>> from cdgt_keras.config import CDGTConfig
+        >>> names = sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]])
+        >>> cfg = CDGTConfig(label_text=True, label_documents=True)
+        >>> label_table(cfg, names, sp.csr_matrix([[0.0, 2.0]]), ["gtk"], ["gtk", "qt"]).toarray().tolist()
+        [[0.5, 0.5], [0.0, 0.5]]
+    """
+    if names is None or not (config.label_text and config.label_documents):
+        return names
+    return with_documents(names, label_documents(features, ids, label_names))
+
+
+def label_documents(features: Any, ids: Sequence[str] | None, label_names: Sequence[str]) -> sp.csr_matrix:
+    """[L, F] rows of unit length: row l is the features of the training record whose id is label l's name (a
+    dependency target that is itself a package of the catalogue), empty where no record has that id (the first
+    one where several have). `features`: [n, F], the training split's, in the order of `ids`.
+
+        >>> docs = label_documents(sp.csr_matrix([[3.0, 4.0], [0.0, 2.0]]), ["gtk", "qt"], ["qt", "motif"])
+        >>> docs.toarray().astype(float).tolist()
+        [[0.0, 1.0], [0.0, 0.0]]
+    """
+    features = sp.csr_matrix(features)
+    if ids is None or len(ids) != features.shape[0]:
+        got = "no ids" if ids is None else f"{len(ids)} ids"
+        raise ValueError(f"label documents need one id per training record: {got} for {features.shape[0]} records")
+    first: dict[str, int] = {}
+    for row, record_id in enumerate(ids):
+        first.setdefault(str(record_id), row)
+    picks = [(label, first[name]) for label, name in enumerate(label_names) if name in first]
+    take = sp.csr_matrix((np.ones(len(picks)), ([p[0] for p in picks], [p[1] for p in picks])),
+                         shape=(len(label_names), features.shape[0]))
+    return unit_rows(take @ features)
+
+
+def with_documents(names: sp.csr_matrix, documents: sp.csr_matrix) -> sp.csr_matrix:
+    """(names + documents) / 2, each [L, F] of unit (or empty) rows: a layer that holds these rows scores an input
+    of unit length by the mean of its cosines with the label's name and with its document.
+
+        >>> rows = with_documents(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]]), sp.csr_matrix([[0.0, 1.0], [0.0, 0.0]]))
+        >>> rows.toarray().astype(float).tolist()
+        [[0.5, 0.5], [0.0, 0.5]]
+    """
+    if names.shape != documents.shape:
+        raise ValueError(f"label names' rows {list(names.shape)} and documents' rows {list(documents.shape)} differ")
+    out = sp.csr_matrix((sp.csr_matrix(names, dtype=np.float64) + documents) * 0.5, dtype=np.float32)
+    out.eliminate_zeros()
+    out.sort_indices()
+    return out
 
 
 def named_features(feature_names: Sequence[str], label_names: Sequence[str]) -> sp.csr_matrix:

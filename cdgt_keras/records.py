@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cdgt_keras.data import MultiLabelData
-from cdgt_keras.features import DENSE, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, label_spec, labels_csr, stack_labels
+from cdgt_keras.features import DENSE, ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, label_spec, labels_csr, stack_labels
 
 SPLITS = ("train", "validation", "test")
 
@@ -88,7 +88,7 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
     directory = Path(directory)
     manifest = manifest or read_manifest(directory)
     kind, num_labels = manifest["feature_kind"], int(manifest["num_labels"])
-    spec: dict[str, Any] = label_spec()
+    spec: dict[str, Any] = {**label_spec(), ID: tf.io.FixedLenFeature([], tf.string, default_value=b"")}
     if kind == "dense":
         spec[DENSE] = tf.io.FixedLenFeature([int(manifest["num_features"])], tf.float32)
     elif kind == "sparse":
@@ -100,9 +100,10 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
         raise ValueError(f"{directory}/manifest.json: feature_kind {kind!r} is not one of dense, sparse, text")
     files = _split_files(directory, split)
     _check_files(directory, split, files, manifest)
-    label_rows, feature_parts = [], []
+    label_rows, feature_parts, ids = [], [], []
     for batch in _batches(files, spec, batch_size):
         label_rows.append(labels_csr(batch[LABELS], num_labels))
+        ids.extend(i.decode("utf-8") for i in batch[ID].numpy())
         if kind == "dense":
             feature_parts.append(batch[DENSE].numpy())
         elif kind == "sparse":
@@ -119,7 +120,7 @@ def read_split(directory: str | Path, split: str, manifest: dict[str, Any] | Non
     else:
         features = np.concatenate(feature_parts) if feature_parts else np.zeros(0, dtype=object)
     names = manifest.get("label_names") or [str(i) for i in range(num_labels)]
-    return MultiLabelData(features, labels, list(names))
+    return MultiLabelData(features, labels, list(names), ids=ids if all(ids) else None)
 
 
 def _batches(files: list[str], spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, Any]]:

@@ -34,6 +34,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     from cdgt_keras import checkpoint
     from cdgt_keras.centroids import centroid_matrix
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor, without_autotuning
+    from cdgt_keras.label_text import label_table
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.learning import RankingMonitor, fit_setup
     from cdgt_keras.neighbours import MemoryShape
@@ -45,7 +46,8 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     keras.utils.set_random_seed(config.seed)
     centroids = centroid_matrix(train.features, train.labels, config.centroid_features) \
         if config.centroid_features else None  # made once: for the model's shape and for settle
-    memory = MemoryShape.for_config(config, train.features, train.labels, train.label_features, centroids)
+    label_rows = label_table(config, train.label_features, train.features, train.ids, train.label_names)
+    memory = MemoryShape.for_config(config, train.features, train.labels, label_rows, centroids)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
     model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0
@@ -59,7 +61,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop)
         settle(model, train.features, train.labels, validation.features, validation.labels,
-               config.neighbour_weights, config.batch_size, label_features=train.label_features,
+               config.neighbour_weights, config.batch_size, label_features=label_rows,
                centroids=centroids)
         return model, history, time.perf_counter() - started
     import tensorflow as tf
@@ -72,5 +74,5 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     fitted = model.fit(without_autotuning(data), steps_per_epoch=steps, initial_epoch=start,
                        validation_data=objective, epochs=config.epochs, callbacks=callbacks, verbose=0)
     settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
-           config.batch_size, label_features=train.label_features, centroids=centroids)
+           config.batch_size, label_features=label_rows, centroids=centroids)
     return model, history if history is not None else fitted, time.perf_counter() - started

@@ -40,7 +40,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
 from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.inputs import without_autotuning
-from cdgt_keras.label_text import label_texts, named_features, unit_rows
+from cdgt_keras.label_text import label_table, label_texts, named_features, unit_rows
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
@@ -133,6 +133,14 @@ def collect_features(source: Records, parse: Any, batch_size: int = 4096) -> sp.
     return sp.vstack(parts, format="csr")
 
 
+def read_ids(source: Records, batch_size: int = 4096) -> list[str] | None:
+    """The record ids of a split in the order `collect_features` reads it, or None when a record has none."""
+    spec = {ID: tf.io.FixedLenFeature([1], tf.string, default_value=[b""])}
+    ids = [i.decode("utf-8") for batch in _records(source).batch(batch_size)
+           for i in tf.io.parse_example(batch, spec)[ID].numpy()[:, 0]]
+    return ids if all(ids) else None
+
+
 def _csr(x: Any) -> sp.csr_matrix:
     """A model input batch (tf.SparseTensor or dense tensor) as a csr matrix."""
     if isinstance(x, tf.SparseTensor):
@@ -195,7 +203,8 @@ def run_fn(fn_args: Any) -> None:
     remembered, label_x, centroids = None, None, None
     if MemoryShape.wanted(config):  # the memory layers remember the transformed training split
         remembered = collect_features(train_records, no_labels), read_labels(train_records, num_labels)
-        label_x = transformed_label_features(tft_output, kind, width, names, data.get("feature_names")) \
+        label_x = label_table(config, transformed_label_features(tft_output, kind, width, names, data.get(
+            "feature_names")), remembered[0], read_ids(train_records) if config.label_documents else None, names) \
             if config.label_text else None
         centroids = centroid_matrix(*remembered, config.centroid_features) if config.centroid_features else None
     keras.utils.set_random_seed(config.seed)

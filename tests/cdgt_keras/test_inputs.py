@@ -49,6 +49,10 @@ def _float(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=values))
 
 
+def _bytes(value: str) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+
+
 def test_read_splits_dense_and_sparse(tmp_path):
     dense = tmp_path / "dense"
     for split, rows in {"train": [([0, 2], [1.0, 2.0]), ([], [3.0, 4.0])], "validation": [([1], [5.0, 6.0])],
@@ -60,6 +64,16 @@ def test_read_splits_dense_and_sparse(tmp_path):
     assert splits["train"].labels.toarray().tolist() == [[1, 0, 1], [0, 0, 0]]  # an empty label set is kept
     np.testing.assert_allclose(splits["test"].features, [[7.0, 8.0]])
     assert splits["validation"].label_names == ["a", "b", "c"]
+    assert splits["train"].ids is None  # records without ids
+
+    named = tmp_path / "named"
+    for split, ids in {"train": ["libc6", "gtk"], "validation": ["qt"], "test": ["x11"]}.items():
+        _write_split(named / split, [{"labels": _int([0]), "features": _float([1.0, 2.0]), "id": _bytes(i)}
+                                     for i in ids])
+    (named / "manifest.json").write_text(json.dumps({"feature_kind": "dense", "num_features": 2, "num_labels": 1}))
+    named_splits = read_splits(named)
+    assert named_splits["train"].ids == ["libc6", "gtk"] and named_splits["test"].ids == ["x11"]
+    assert named_splits["train"].subset([1]).ids == ["gtk"]
 
     sparse = tmp_path / "sparse"
     for split in ("train", "validation", "test"):

@@ -163,3 +163,64 @@ def test_a_shared_prefix_is_dropped_and_a_bag_of_words_matches_feature_names() -
     with pytest.raises(ValueError, match="feature names"):
         Featurizer.fit("sparse", sp.csr_matrix(np.ones((2, 5))), feature_names=names[:3])
 
+
+
+def test_label_documents_by_hand() -> None:
+    from cdgt_keras.label_text import label_documents
+
+    features = sp.csr_matrix([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0], [1.0, 0.0, 0.0], [0.0, 5.0, 0.0]])
+    ids = ["gtk", "qt", "empty", "gtk"]  # a repeated id: its first record is the label's document
+    got = label_documents(features, ids, ["qt", "motif", "gtk", "empty"])
+    np.testing.assert_allclose(got.toarray(), [[0, 0, 1], [0, 0, 0], [0.6, 0.8, 0], [1, 0, 0]], atol=1e-7)
+    assert got.dtype == np.float32 and got[1].nnz == 0
+    with pytest.raises(ValueError, match="one id per training record: no ids for 4 records"):
+        label_documents(features, None, ["qt"])
+    with pytest.raises(ValueError, match="3 ids for 4 records"):
+        label_documents(features, ids[:3], ["qt"])
+
+
+def test_label_table_joins_names_and_documents_when_the_config_asks() -> None:
+    from cdgt_keras.label_text import label_table, with_documents
+
+    names = unit_rows(sp.csr_matrix([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]))
+    features = sp.csr_matrix([[0.0, 3.0, 4.0], [1.0, 0.0, 0.0]])
+    on = CDGTConfig(label_text=True, label_documents=True)
+    got = label_table(on, names, features, ["c", "b"], ["a", "b", "c"]).toarray()
+    r = 1 / np.sqrt(2)
+    want = [[r / 2, r / 2, 0.0], [0.5, 0.0, 0.0], [0.0, 0.3, 0.5 + 0.4]]  # (name + document) / 2
+    np.testing.assert_allclose(got, want, atol=1e-7)
+    assert label_table(CDGTConfig(label_text=True), names, features, None, ["a", "b", "c"]) is names
+    assert label_table(on, None, features, ["c", "b"], ["a", "b", "c"]) is None
+    # the layer scores an input of unit length by the mean of its cosines with the name and the document
+    q = np.array([[0.0, 0.6, 0.8]])
+    cos_name, cos_doc = q @ names.toarray()[2], q @ np.array([0.0, 0.6, 0.8])
+    assert (q @ got[2])[0] == pytest.approx((cos_name[0] + cos_doc) / 2)
+    with pytest.raises(ValueError, match="differ"):
+        with_documents(names, sp.csr_matrix((2, 3)))
+
+
+def test_label_documents_need_the_label_texts() -> None:
+    with pytest.raises(ValueError, match="label_documents"):
+        CDGTConfig(label_documents=True)
+    assert CDGTConfig().label_documents is False and CDGTConfig.preset("paper").label_documents is False
+
+
+def test_fit_model_holds_the_names_joined_with_the_training_documents() -> None:
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.label_text import label_table
+    from cdgt_keras.training import fit_model
+
+    x, y, texts = _data(seed=5, n=30, labels=4)
+    names = ["r0", "r7", "nobody", "r3"]  # three labels name training records
+    ids = [f"r{i}" for i in range(x.shape[0])]
+    train = MultiLabelData(x.astype(np.float32), sp.csr_matrix(y, dtype=np.uint8), names, texts, ids)
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), label_text=True, label_documents=True,
+                        label_text_weights=(0.0, 0.4), epochs=1, batch_size=16)
+    model, _, _ = fit_model(config, train, train)
+    want = label_table(config, texts, train.features, ids, names)
+    assert want.nnz > texts.nnz and model.memory.label_text_nnz == want.nnz
+    q = unit_rows(x).toarray()
+    np.testing.assert_allclose(model.label_text(to_sparse_tensor(x)).numpy(),
+                               np.maximum(q @ want.toarray().T, 0.0), atol=1e-6)
+    doc = unit_rows(x[7]).toarray()[0]
+    np.testing.assert_allclose(want.toarray()[1], (texts.toarray()[1] + doc) / 2, atol=1e-6)

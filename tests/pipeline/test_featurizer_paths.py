@@ -144,3 +144,60 @@ def test_the_trainers_label_features_of_a_bag_of_words_are_the_in_memory_ones() 
     got = transformed_label_features(None, "sparse", 3, labels, names)
     np.testing.assert_array_equal(got.toarray(), named_features(names, labels).toarray())
     assert transformed_label_features(None, "sparse", 3, labels, None) is None
+
+
+def _example(row: dict) -> bytes:
+    """A transformed record (as TransformDataset hands it) as a serialized tf.Example."""
+    feature = {}
+    for key, value in row.items():
+        values = np.atleast_1d(np.asarray(value))
+        if values.dtype.kind in "SUO":
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(
+                value=[v if isinstance(v, bytes) else str(v).encode() for v in values]))
+        elif values.dtype.kind == "f":
+            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values.tolist()))
+        else:
+            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_label_documents_agree_on_the_trainers_road(tmp_path):
+    """The label texts joined with the labels' own training records (config.label_documents): the Trainer's rows
+    (the transformed training split, read back in id order, its ids, the Transform graph's names) equal the ones
+    `cdgt train` makes in memory."""
+    import tensorflow_transform as tft
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+
+    from cdgt.pipeline import trainer_module as tm
+    from cdgt_keras.config import CDGTConfig
+    from cdgt_keras.label_text import label_features, label_table
+
+    ids = [f"pkg-{i}" for i in range(len(TRAIN))]
+    spec = {"text": tf.io.FixedLenFeature([], tf.string), "id": tf.io.FixedLenFeature([], tf.string),
+            "labels": tf.io.VarLenFeature(tf.int64)}
+    raw = [{"text": t, "id": i, "labels": [0]} for t, i in zip(TRAIN, ids)]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    options = {"feature_kind": "text", "text": asdict(OPTIONS)}
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+        transform_fn = (raw, metadata) | tft_beam.AnalyzeDataset(lambda x: preprocessing_fn(x, options))
+        (transformed, _) = ((raw, metadata), transform_fn) | tft_beam.TransformDataset()
+        out = _write(transform_fn)
+    metadata_io.write_metadata(metadata, f"{out}/{tft.TFTransformOutput.RAW_METADATA_DIR}")
+    output = tft.TFTransformOutput(out)
+    path = str(tmp_path / "train.gz")
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for row in reversed(transformed):  # out of id order, as ImportExampleGen may leave a split
+            writer.write(_example(row))
+
+    fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), OPTIONS)
+    names = ["pkg-1", "uitoolkit::gtk3", "pkg-7", "pkg-3", "nobody"]  # pkg-7's text is empty
+    config = CDGTConfig(label_text=True, label_documents=True)
+    fast = label_table(config, label_features(fit, names), fit.transform(np.array(TRAIN, dtype=object)), ids, names)
+    records = tm.split_records([path])
+    features = tm.collect_features(records, tm._parser(output, "text", fit.width, 1, with_labels=False))
+    through = label_table(config, tm.transformed_label_features(output, "text", fit.width, names), features,
+                          tm.read_ids(records), names)
+    assert fast[0].nnz and fast[3].nnz and fast[2].nnz == 0 and fast[4].nnz == 0
+    assert tm.read_ids(records) == sorted(ids, key=lambda i: int(i.split("-")[1]))
+    np.testing.assert_allclose(through.toarray(), fast.toarray(), atol=1e-6)
