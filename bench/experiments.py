@@ -135,10 +135,12 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[label_text=false]`: the shipped preset before its last change (the label texts); with
-        # `tail_memory=shared`, the one before that (the tail's own weights); with `neighbour_space=input` too,
-        # the one before that (deps' three seeds, deps-all's row)
-        ("recommended", "recommended[label_text=false]", "recommended[label_text=false,tail_memory=shared]",
+        # `recommended[label_documents=false]`: the shipped preset before its last change (the label documents; on
+        # deps and deps-all, the only data whose labels name training records); `recommended[label_text=false]`,
+        # the one before (the label texts); with `tail_memory=shared`, the one before that (the tail's own
+        # weights); with `neighbour_space=input` too, the one before that (deps' three seeds, deps-all's row)
+        ("recommended", "recommended[label_documents=false]", "recommended[label_text=false]",
+         "recommended[label_text=false,tail_memory=shared]",
          "recommended[label_text=false,neighbour_space=input,tail_memory=shared]",
          "cdgt", *BASELINES, *PEERS)),
     "learner": Experiment(

@@ -13,7 +13,8 @@ Example:
     >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.5,"
     ...         "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
     ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
-    ...         "centroid_features=300,tail_memory=own,label_text=true,validation_objective=false]").name
+    ...         "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,"
+    ...         "validation_objective=false]").name
     'recommended'
 """
 
@@ -53,8 +54,9 @@ BASES: dict[str, Base] = {
                         "log-scoring curiosity on rare positives, beta 0; 512-unit encoder, prior output biases, "
                         "dropout 0.5, step 6e-3 with cosine decay, 10 epochs of >= 100 steps, early "
                         "stop on P@5; neighbour votes of the 30 nearest training rows by TF-IDF and by the encoder's "
-                        "output, label centroids of 300 features and label texts (each label's name), each weighted as "
-                        "validation P@5 picks; shrunk thresholds)",
+                        "output, label centroids of 300 features and label texts (each label's name, and its own "
+                        "training record where it names one), each weighted as validation P@5 picks; shrunk "
+                        "thresholds)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "omikuji_bonsai": Base("Omikuji 0.5.2, Bonsai settings (unbalanced 100-means, depth 3)", kind="omikuji_bonsai"),

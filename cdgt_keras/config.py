@@ -160,7 +160,8 @@ class CDGTConfig:
     # Label documents: a label that names a training record of the catalogue (a dependency target that is itself
     # a package: the record's id is the label's name) is also known by that record's features; its row becomes the
     # mean of its name's and its document's unit rows, so the layer scores (cos(x, name) + cos(x, document)) / 2
-    # (a label without one: cos(x, name) / 2). Training records only, never validation's or test's. Needs label_text.
+    # (a label without one keeps cos(x, name)). Training records only, never validation's or test's. It acts only
+    # with label_text.
     label_documents: bool = False
     label_text_weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
     # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
@@ -245,8 +246,6 @@ class CDGTConfig:
                "centroid_weights", self.centroid_weights, "one or more numbers in [0, 1]")
         _check(len(self.label_text_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.label_text_weights),
                "label_text_weights", self.label_text_weights, "one or more numbers in [0, 1]")
-        _check(self.label_text or not self.label_documents, "label_documents", self.label_documents,
-               "false unless label_text is true (the documents join the labels' names)")
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")

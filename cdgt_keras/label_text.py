@@ -12,8 +12,8 @@ blends it in last, with its weight tuned on validation like the other memories (
 
 Some labels are themselves items of the catalogue: a dependency target is a package with a description of its own.
 With `config.label_documents`, such a label is known by that training record too (`label_table`: the mean of its
-name's row and its record's features, so the layer scores the mean of the two cosines); records of the validation
-and test splits are never used.
+name's row and its record's features, so the layer scores the mean of the two cosines; a label without a record
+keeps its name's row); records of the validation and test splits are never used.
 
 Example:
     >>> label_words("works-with::image:raster")
@@ -86,7 +86,7 @@ def label_table(config: Any, names: sp.csr_matrix | None, features: Any, ids: Se
         >>> names = sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]])
         >>> cfg = CDGTConfig(label_text=True, label_documents=True)
         >>> label_table(cfg, names, sp.csr_matrix([[0.0, 2.0]]), ["gtk"], ["gtk", "qt"]).toarray().tolist()
-        [[0.5, 0.5], [0.0, 0.5]]
+        [[0.5, 0.5], [0.0, 1.0]]
     """
     if names is None or not (config.label_text and config.label_documents):
         return names
@@ -116,16 +116,22 @@ def label_documents(features: Any, ids: Sequence[str] | None, label_names: Seque
 
 
 def with_documents(names: sp.csr_matrix, documents: sp.csr_matrix) -> sp.csr_matrix:
-    """(names + documents) / 2, each [L, F] of unit (or empty) rows: a layer that holds these rows scores an input
-    of unit length by the mean of its cosines with the label's name and with its document.
+    """Each label's rows, [L, F] of unit (or empty) rows each, averaged over what is known of it: (name + document)
+    / 2 where the label has a document, its name's row where it has none (so data whose labels name no record are
+    left as they were). A layer that holds these rows scores an input of unit length by the mean of its cosines with
+    the label's name and its document.
 
         >>> rows = with_documents(sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]]), sp.csr_matrix([[0.0, 1.0], [0.0, 0.0]]))
         >>> rows.toarray().astype(float).tolist()
-        [[0.5, 0.5], [0.0, 0.5]]
+        [[0.5, 0.5], [0.0, 1.0]]
     """
     if names.shape != documents.shape:
         raise ValueError(f"label names' rows {list(names.shape)} and documents' rows {list(documents.shape)} differ")
-    out = sp.csr_matrix((sp.csr_matrix(names, dtype=np.float64) + documents) * 0.5, dtype=np.float32)
+    documents = sp.csr_matrix(documents, dtype=np.float64)
+    documents.eliminate_zeros()
+    share = np.where(np.diff(documents.indptr) > 0, 0.5, 1.0)
+    out = sp.csr_matrix(sp.diags(share) @ sp.csr_matrix(names, dtype=np.float64) + 0.5 * documents,
+                        dtype=np.float32)
     out.eliminate_zeros()
     out.sort_indices()
     return out

@@ -112,7 +112,7 @@ def test_method_names_are_canonical():
 SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.5,"
            "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
            "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
-           "centroid_features=300,tail_memory=own,label_text=true,validation_objective=false]")
+           "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,validation_objective=false]")
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
@@ -122,7 +122,8 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
     # the shipped preset is its row with prior biases and 512 units, stopping early on P@5, so its explicit
     # spelling resolves to the preset's name and shares its runs; round 5 added the neighbour votes, round 7 the
     # label centroids, round 11 the votes in the encoder's space beside the input's, round 12 the tail's own
-    # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out
+    # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out, round 18 added the
+    # label documents
     finalist = resolve(next(row for row in LEARNER if row.endswith("prior_bias=true,encoder_hidden=512]")))
     assert finalist.name.startswith("cdgt[") and "recommended" in LEARNER
     assert "recommended[centroid_features=0,label_text=false,neighbours=0]" in LEARNER
@@ -130,7 +131,8 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
     shipped = CDGTConfig.preset("recommended")
     assert shipped == finalist.config().replace(early_stopping_metric="p_at_5", neighbours=30,
                                                   neighbour_space="both", centroid_features=300,
-                                                  tail_memory="own", label_text=True, validation_objective=False)
+                                                  tail_memory="own", label_text=True, label_documents=True,
+                                                  validation_objective=False)
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped

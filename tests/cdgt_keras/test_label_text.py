@@ -187,8 +187,12 @@ def test_label_table_joins_names_and_documents_when_the_config_asks() -> None:
     on = CDGTConfig(label_text=True, label_documents=True)
     got = label_table(on, names, features, ["c", "b"], ["a", "b", "c"]).toarray()
     r = 1 / np.sqrt(2)
-    want = [[r / 2, r / 2, 0.0], [0.5, 0.0, 0.0], [0.0, 0.3, 0.5 + 0.4]]  # (name + document) / 2
+    # (name + document) / 2 where a label has a document ("b", "c"), its name's row where it has none ("a")
+    want = [[r, r, 0.0], [0.5, 0.0, 0.0], [0.0, 0.3, 0.5 + 0.4]]
     np.testing.assert_allclose(got, want, atol=1e-7)
+    # labels that name no training record: the names' rows as they were, to the bit
+    unchanged = label_table(on, names, features, ["x", "y"], ["a", "b", "c"])
+    assert (unchanged != names).nnz == 0 and unchanged.dtype == np.float32
     assert label_table(CDGTConfig(label_text=True), names, features, None, ["a", "b", "c"]) is names
     assert label_table(on, None, features, ["c", "b"], ["a", "b", "c"]) is None
     # the layer scores an input of unit length by the mean of its cosines with the name and the document
@@ -199,10 +203,12 @@ def test_label_table_joins_names_and_documents_when_the_config_asks() -> None:
         with_documents(names, sp.csr_matrix((2, 3)))
 
 
-def test_label_documents_need_the_label_texts() -> None:
-    with pytest.raises(ValueError, match="label_documents"):
-        CDGTConfig(label_documents=True)
+def test_label_documents_are_off_by_default_and_nothing_without_the_label_texts() -> None:
+    from cdgt_keras.label_text import label_table
+
     assert CDGTConfig().label_documents is False and CDGTConfig.preset("paper").label_documents is False
+    names = unit_rows(sp.csr_matrix([[1.0, 0.0]]))
+    assert label_table(CDGTConfig(label_documents=True), names, sp.csr_matrix([[0.0, 1.0]]), ["a"], ["a"]) is names
 
 
 def test_fit_model_holds_the_names_joined_with_the_training_documents() -> None:
