@@ -80,7 +80,8 @@ def label_table(config: Any, names: sp.csr_matrix | None, features: Any, ids: Se
                 label_names: Sequence[str]) -> sp.csr_matrix | None:
     """The rows the label-text layer holds: the labels' names (`label_features`), joined with each label's own
     training record (`with_documents`) when `config.label_documents`; `features` and `ids`: the training split's,
-    as the model takes them. Both roads (`fit_model`, the TFX Trainer) make them here.
+    as the model takes them (records without ids, `ids` None: the names alone). Both roads (`fit_model`, the TFX
+    Trainer) make them here.
 
         >>> from cdgt_keras.config import CDGTConfig
         >>> names = sp.csr_matrix([[1.0, 0.0], [0.0, 1.0]])
@@ -88,8 +89,8 @@ def label_table(config: Any, names: sp.csr_matrix | None, features: Any, ids: Se
         >>> label_table(cfg, names, sp.csr_matrix([[0.0, 2.0]]), ["gtk"], ["gtk", "qt"]).toarray().tolist()
         [[0.5, 0.5], [0.0, 1.0]]
     """
-    if names is None or not (config.label_text and config.label_documents):
-        return names
+    if names is None or ids is None or not (config.label_text and config.label_documents):
+        return names  # records without ids: no label can name one
     return with_documents(names, label_documents(features, ids, label_names))
 
 

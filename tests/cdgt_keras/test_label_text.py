@@ -195,6 +195,7 @@ def test_label_table_joins_names_and_documents_when_the_config_asks() -> None:
     assert (unchanged != names).nnz == 0 and unchanged.dtype == np.float32
     assert label_table(CDGTConfig(label_text=True), names, features, None, ["a", "b", "c"]) is names
     assert label_table(on, None, features, ["c", "b"], ["a", "b", "c"]) is None
+    assert label_table(on, names, features, None, ["a", "b", "c"]) is names  # records without ids name nothing
     # the layer scores an input of unit length by the mean of its cosines with the name and the document
     q = np.array([[0.0, 0.6, 0.8]])
     cos_name, cos_doc = q @ names.toarray()[2], q @ np.array([0.0, 0.6, 0.8])
