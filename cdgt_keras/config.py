@@ -101,6 +101,10 @@ class CDGTConfig:
     # the momentum taken of the scaled gradient (cdgt_keras.sparse.SparseRMSprop).
     encoder_optimizer: str = "adam"
     encoder_learning_rate: float = 0.0  # the encoder's base step; 0: `learning_rate`
+    # Adam's epsilon, for the encoder's and the players' optimizers (Keras' default, 1e-7, in the paper's form).
+    # The payoff is a mean over the batch's B x L terms, so its gradients shrink as 1/L: at 18.6k labels they are
+    # about 1e-7 themselves, and an epsilon of that size damps every step (Adam is otherwise blind to the scale).
+    adam_epsilon: float = 1e-7
     batch_size: int = 256
     epochs: int = 20
     # An epoch is one pass over the training split, or at least `min_steps_per_epoch` steps (several passes) on a
@@ -233,6 +237,7 @@ class CDGTConfig:
         _check(0.0 < self.core_weight <= 1.0, "core_weight", self.core_weight, "a number in (0, 1]")
         _check(self.attention_dim >= 1, "attention_dim", self.attention_dim, "an integer >= 1")
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
+        _check(self.adam_epsilon > 0.0, "adam_epsilon", self.adam_epsilon, "a number > 0")
         _check(self.encoder_learning_rate >= 0.0, "encoder_learning_rate", self.encoder_learning_rate, "a number >= 0")
         _check(self.validation_objective or self.early_stopping_metric != "payoff" or self.early_stopping_patience <= 0,
                "validation_objective", self.validation_objective, "true while early stopping reads the payoff")

@@ -66,7 +66,7 @@ def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
         return SparseAdagrad(config.encoder_rate(), initial_accumulator_value=0.0)
     if config.encoder_optimizer == "rmsprop":
         return SparseRMSprop(config.encoder_rate())
-    return LazyAdam(config.encoder_rate())
+    return LazyAdam(config.encoder_rate(), epsilon=config.adam_epsilon)
 
 
 def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None) -> Any:

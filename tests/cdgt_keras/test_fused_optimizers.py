@@ -44,6 +44,25 @@ def test_the_config_picks_the_encoder_optimizer_and_its_rate():
         CDGTConfig(encoder_learning_rate=-1.0)
 
 
+def test_adam_epsilon_reaches_every_adam_and_sets_the_step_on_small_gradients():
+    from cdgt_keras.learning import build_trainable
+
+    config = CDGTConfig(encoder_hidden=(4,), head_hidden=(), adam_epsilon=1e-12)
+    model = build_trainable(config, np.full(6, 0.2))
+    assert [o.epsilon for o in [model.optimizer, *model.player_optimizers]] == [1e-12] * (1 + config.n_players)
+    assert CDGTConfig().adam_epsilon == 1e-7  # Keras' default, in the paper's form
+    with pytest.raises(ValueError, match="adam_epsilon"):
+        CDGTConfig(adam_epsilon=0.0)
+    # Keras' Adam takes a first step of lr * g / (|g| + epsilon / sqrt(1 - beta_2)) (m and v bias-corrected, epsilon
+    # not): with a gradient of 1e-10, the size of deps' (the payoff averages over 18.6k labels), Keras' 1e-7 leaves
+    # 1/31624 of the step, 1e-12 about all of it
+    for eps in (1e-7, 1e-12):
+        expected = 0.01 * 1e-10 / (1e-10 + eps / np.sqrt(1 - 0.999))
+        var = keras.Variable(np.zeros((2, 1), np.float32))
+        LazyAdam(0.01, epsilon=eps).apply_gradients([(tf.constant([[1e-10], [0.0]]), var)])
+        np.testing.assert_allclose(var.numpy(), [[-expected], [0.0]], rtol=1e-5)
+
+
 def _rmsprop_by_hand(start: np.ndarray, grads: list[np.ndarray], lr: float, rho: float, momentum: float,
              eps: float) -> np.ndarray:
     """ms = rho ms + (1 - rho) g^2; mom = momentum mom + rate g / sqrt(ms + eps); w -= mom, with
