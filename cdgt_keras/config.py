@@ -103,8 +103,11 @@ class CDGTConfig:
     encoder_learning_rate: float = 0.0  # the encoder's base step; 0: `learning_rate`
     # Adam's epsilon, for the encoder's and the players' optimizers (Keras' default, 1e-7, in the paper's form).
     # The payoff is a mean over the batch's B x L terms, so its gradients shrink as 1/L: at 18.6k labels they are
-    # about 1e-7 themselves, and an epsilon of that size damps every step (Adam is otherwise blind to the scale).
+    # about 1e-10, and an epsilon of 1e-7 sets the step in place of the learning rate (Adam is otherwise blind to
+    # the scale). `adam_epsilon_per_label`: the optimizers take adam_epsilon / L, epsilon on the scale of a payoff
+    # summed over the labels, so that a step means the same at 598 labels as at 18.6k.
     adam_epsilon: float = 1e-7
+    adam_epsilon_per_label: bool = False
     batch_size: int = 256
     epochs: int = 20
     # An epoch is one pass over the training split, or at least `min_steps_per_epoch` steps (several passes) on a
@@ -282,6 +285,14 @@ class CDGTConfig:
         _check(self.psp_a > 0 and self.psp_b > 0, "psp_a/psp_b", (self.psp_a, self.psp_b), "positive numbers")
         _check(not self.preset_name or self.preset_name in PRESETS, "preset", self.preset_name,
                f"one of {sorted(PRESETS)}")
+
+    def optimizer_epsilon(self, num_labels: int) -> float:
+        """Adam's epsilon for a model of `num_labels` labels: `adam_epsilon`, or adam_epsilon / L per label.
+
+            >>> CDGTConfig(adam_epsilon=0.5, adam_epsilon_per_label=True).optimizer_epsilon(1000)
+            0.0005
+        """
+        return self.adam_epsilon / num_labels if self.adam_epsilon_per_label else self.adam_epsilon
 
     def encoder_rate(self) -> float:
         """The shared encoder's base learning rate: `encoder_learning_rate` if set, else `learning_rate`."""

@@ -51,11 +51,11 @@ def epoch_steps(num_train: int, config: CDGTConfig) -> tuple[int, int]:
     return per_pass, max(per_pass, config.min_steps_per_epoch)
 
 
-def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
+def encoder_optimizer(config: CDGTConfig, num_labels: int | None = None) -> keras.optimizers.Optimizer:
     """The shared encoder's optimizer (`config.encoder_optimizer`), at its base rate `config.encoder_rate()`.
     Both update only the rows of the sparse first layer that a batch touches. Adagrad's accumulators start at 0,
     so a row's first step is `rate` whatever the scale of its gradient (as Adam's is), then shrinks as 1/sqrt of
-    the row's summed squared gradients.
+    the row's summed squared gradients. `num_labels` sets Adam's epsilon under `adam_epsilon_per_label`.
 
         >>> type(encoder_optimizer(CDGTConfig(encoder_optimizer="adagrad"))).__name__
         'SparseAdagrad'
@@ -66,7 +66,9 @@ def encoder_optimizer(config: CDGTConfig) -> keras.optimizers.Optimizer:
         return SparseAdagrad(config.encoder_rate(), initial_accumulator_value=0.0)
     if config.encoder_optimizer == "rmsprop":
         return SparseRMSprop(config.encoder_rate())
-    return LazyAdam(config.encoder_rate(), epsilon=config.adam_epsilon)
+    if config.adam_epsilon_per_label and num_labels is None:
+        raise ValueError("adam_epsilon_per_label: the encoder's Adam needs the number of labels")
+    return LazyAdam(config.encoder_rate(), epsilon=config.optimizer_epsilon(num_labels or 1))
 
 
 def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None) -> Any:
@@ -75,7 +77,7 @@ def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = No
     from cdgt_keras.model import CDGTModel
 
     model = CDGTModel(config, label_freq, memory)
-    model.compile(optimizer=encoder_optimizer(config), jit_compile=False)
+    model.compile(optimizer=encoder_optimizer(config, int(np.size(label_freq))), jit_compile=False)
     return model
 
 

@@ -89,8 +89,8 @@ class CDGTModel(keras.Model):
         # The tail labels (the report's Rare-F1 labels), which may take memory weights of their own (`tail_memory`)
         tail = head_tail_split(self.label_freq, cfg.head_fraction, cfg.tail_fraction)[1]
         self.tail_mask = tf.constant(np.isin(np.arange(self.num_labels), tail))
-        self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), epsilon=cfg.adam_epsilon,
-                                           name=f"player{i + 1}_adam")
+        epsilon = cfg.optimizer_epsilon(self.num_labels)
+        self.player_optimizers = [LazyAdam(cfg.player_learning_rate(i), epsilon=epsilon, name=f"player{i + 1}_adam")
                                   for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
         self._tables(cfg)

@@ -63,6 +63,16 @@ def test_adam_epsilon_reaches_every_adam_and_sets_the_step_on_small_gradients():
         np.testing.assert_allclose(var.numpy(), [[-expected], [0.0]], rtol=1e-5)
 
 
+def test_adam_epsilon_per_label_divides_by_the_label_count():
+    from cdgt_keras.learning import build_trainable
+
+    config = CDGTConfig(encoder_hidden=(4,), head_hidden=(), adam_epsilon=0.5, adam_epsilon_per_label=True)
+    model = build_trainable(config, np.full(8, 0.2))  # 8 labels
+    assert [o.epsilon for o in [model.optimizer, *model.player_optimizers]] == [0.0625] * (1 + config.n_players)
+    with pytest.raises(ValueError, match="number of labels"):
+        encoder_optimizer(config)
+
+
 def _rmsprop_by_hand(start: np.ndarray, grads: list[np.ndarray], lr: float, rho: float, momentum: float,
              eps: float) -> np.ndarray:
     """ms = rho ms + (1 - rho) g^2; mom = momentum mom + rate g / sqrt(ms + eps); w -= mom, with
