@@ -63,6 +63,10 @@ RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]
                   f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
 
+# Rows measured before round 20 (2026-11-28), when `recommended` took Keras' Adam epsilon (1e-7 at every label
+# count): its per-label rule gives debtags the same 1e-7, so there a row and its `_EPS7` spelling are one model.
+_EPS7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false"
+
 # The learner (what the shipped preset's training is made of), on debtags: each row one change on the one above it;
 # the previous shipped preset first, the current one (`recommended`) last; N=1 BCE rows under the same training.
 _PREVIOUS = "alpha=2.0,beta=0.0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk"
@@ -92,37 +96,40 @@ LEARNER = (
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,learning_rate=0.01]",
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,logit_adjustment=0.25]",
     f"cdgt[{_SHIPPED_1024},prior_bias=true,encoder_hidden=512,dropout=0.3]",
-    "recommended[centroid_features=0,dropout=0.3,early_stopping_metric=p_at_1,label_text=false,logit_adjustment=0.25,neighbours=0]",
-    "recommended[centroid_features=0,dropout=0.3,label_text=false,logit_adjustment=0.25,neighbours=0]",
-    "recommended[centroid_features=0,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,dropout=0.3,early_stopping_metric=p_at_1,label_text=false,logit_adjustment=0.25,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,dropout=0.3,label_text=false,logit_adjustment=0.25,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,neighbours=0]",
     # Round 3 (session of 2026-11-25): input dropout, wide parts with a payoff of their own, the budget.
-    "recommended[centroid_features=0,input_dropout=0.2,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,input_dropout=0.4,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,label_text=false,neighbours=0,wide=all,wide_learning_rate=0.02,wide_payoff=own]",
-    "recommended[centroid_features=0,label_text=false,neighbours=0,wide=all,wide_learning_rate=0.05,wide_payoff=own]",
-    "recommended[centroid_features=0,epochs=6,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,epochs=15,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,epochs=20,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,input_dropout=0.2,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,input_dropout=0.4,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,neighbours=0,wide=all,wide_learning_rate=0.02,wide_payoff=own]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,neighbours=0,wide=all,wide_learning_rate=0.05,wide_payoff=own]",
+    f"recommended[{_EPS7},centroid_features=0,epochs=6,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,epochs=15,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,epochs=20,label_text=false,neighbours=0]",
     # Round 4 (session of 2026-11-25): the shared encoder's rows trained by Adagrad's fused kernel.
-    "recommended[centroid_features=0,encoder_learning_rate=0.03,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,encoder_learning_rate=0.1,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
-    "recommended[centroid_features=0,encoder_learning_rate=0.3,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,encoder_learning_rate=0.03,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,encoder_learning_rate=0.1,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,encoder_learning_rate=0.3,encoder_optimizer=adagrad,label_text=false,neighbours=0]",
     # Round 5 (session of 2026-11-25, later): a listwise term in the payoff; neighbour votes (round 5's `recommended`).
-    "recommended[centroid_features=0,label_text=false,listwise_weight=1.0,neighbours=0]",
-    "recommended[centroid_features=0,label_text=false,listwise_weight=3.0,neighbours=0]",
-    "recommended[centroid_features=0,label_text=false,listwise_weight=10.0,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,listwise_weight=1.0,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,listwise_weight=3.0,neighbours=0]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,listwise_weight=10.0,neighbours=0]",
     # round 5's `recommended`: the votes, no centroids
-    "recommended[centroid_features=0,label_text=false,neighbour_space=input,tail_memory=shared]",
+    f"recommended[{_EPS7},centroid_features=0,label_text=false,neighbour_space=input,tail_memory=shared]",
     # Round 7 (session of 2026-11-26): label centroids (round 7's `recommended`).
-    "recommended[label_text=false,neighbour_space=input,tail_memory=shared]",
+    f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
     # Round 8 (session of 2026-11-26, later): a narrower encoder for the training time.
-    "recommended[encoder_hidden=256,label_text=false,neighbour_space=input,tail_memory=shared]",
-    "recommended[encoder_hidden=384,label_text=false,neighbour_space=input,tail_memory=shared]",
+    f"recommended[{_EPS7},encoder_hidden=256,label_text=false,neighbour_space=input,tail_memory=shared]",
+    f"recommended[{_EPS7},encoder_hidden=384,label_text=false,neighbour_space=input,tail_memory=shared]",
     # Round 11 (session of 2026-11-26, fifth): votes in the encoder's space beside the input's.
-    "recommended[label_text=false,tail_memory=shared]",
+    f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
     # Round 12 (2026-11-26, sixth): the tail labels' own memory weights.
-    "recommended[label_text=false]",
-    # Round 16 (2026-11-27, fourth): label texts (today's `recommended`).
+    f"recommended[{_EPS7},label_text=false]",
+    # Round 16 (2026-11-27, fourth): label texts; round 18 added the label documents (no label of debtags names a
+    # record), so this is the preset before round 20.
+    f"recommended[{_EPS7}]",
+    # Round 20 (2026-11-28): Adam's epsilon per label, 1e-7 at debtags' 598 labels (today's `recommended`).
     "recommended",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
@@ -135,13 +142,14 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[label_documents=false]`: the shipped preset before its last change (the label documents; on
-        # deps and deps-all, the only data whose labels name training records); `recommended[label_text=false]`,
-        # the one before (the label texts); with `tail_memory=shared`, the one before that (the tail's own
-        # weights); with `neighbour_space=input` too, the one before that (deps' three seeds, deps-all's row)
-        ("recommended", "recommended[label_documents=false]", "recommended[label_text=false]",
-         "recommended[label_text=false,tail_memory=shared]",
-         "recommended[label_text=false,neighbour_space=input,tail_memory=shared]",
+        # `recommended[_EPS7]`: the shipped preset before its last change (Adam's epsilon per label; the same model
+        # on debtags); with `label_documents=false`, the one before (the label documents; on deps and deps-all, the
+        # only data whose labels name training records); `label_text=false`, the one before (the label texts); with
+        # `tail_memory=shared`, the one before that (the tail's own weights); with `neighbour_space=input` too, the
+        # one before that (deps' three seeds, deps-all's row)
+        ("recommended", f"recommended[{_EPS7}]", f"recommended[{_EPS7},label_documents=false]",
+         f"recommended[{_EPS7},label_text=false]", f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
+         f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
          "cdgt", *BASELINES, *PEERS)),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
