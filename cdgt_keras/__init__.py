@@ -38,6 +38,7 @@ _LAZY = {
     "LabelCentroids": "cdgt_keras.centroids",
     "centroid_matrix": "cdgt_keras.centroids",
     "settle": "cdgt_keras.settling",
+    "WeightAveraging": "cdgt_keras.averaging",
     "TailView": "cdgt_keras.tail_memory",
     "tune_tail": "cdgt_keras.tail_memory",
     "report": "cdgt_keras.metrics",

@@ -5,8 +5,8 @@ CDGTModel's `player_optimizers`, checked), but not the dropout RNG state (SeedGe
 weights) nor EarlyStopping's progress, and it writes weights and epoch number in two non-atomic steps. A resumed
 run therefore drifts from an uninterrupted one. This checkpoint stores, atomically per epoch:
 weights + optimizer state (`model.save_weights`), seed-generator states, the epoch, EarlyStopping's wait/best
-and its best weights. With a data order that depends only on (seed, epoch), a killed and resumed run ends with
-the same weights as an uninterrupted one.
+and its best weights, and the weight averaging's mean so far (cdgt_keras.averaging). With a data order that
+depends only on (seed, epoch), a killed and resumed run ends with the same weights as an uninterrupted one.
 
 Example:
     >>> start = restore(model, ckpt_dir, early_stopping)  # doctest: +SKIP
@@ -27,6 +27,7 @@ import numpy as np
 STATE_FILE = "state.json"
 WEIGHTS_FILE = "latest.weights.h5"
 BEST_FILE = "best_weights.npz"
+MEAN_FILE = "averaged_weights.npz"
 
 
 def _seed_variables(model: keras.Model) -> list[Any]:
@@ -52,15 +53,21 @@ def stopped_early(directory: str) -> bool:
         return bool(json.load(handle).get("stopped"))
 
 
-def finish_without_training(model: keras.Model, early_stopping: keras.callbacks.EarlyStopping | None) -> None:
-    """When a resumed run has no epoch left, do what EarlyStopping.on_train_end would have done."""
+def finish_without_training(model: keras.Model, early_stopping: keras.callbacks.EarlyStopping | None,
+                            averaging: Any = None) -> None:
+    """When a resumed run has no epoch left, do what the weight averaging's and EarlyStopping's on_train_end would
+    have done."""
+    if averaging is not None:
+        averaging.finish(model)
     state = getattr(early_stopping, "cdgt_restored_state", None)
     if early_stopping is not None and early_stopping.restore_best_weights and state and state[3] is not None:
         model.set_weights(state[3])
 
 
-def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None) -> int:
-    """Load the last checkpoint into a built model; return the epoch to resume at (0 = fresh start)."""
+def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None,
+            averaging: Any = None) -> int:
+    """Load the last checkpoint into a built model (and `averaging`, a cdgt_keras.averaging.WeightAveraging, its
+    mean so far); return the epoch to resume at (0 = fresh start)."""
     path = os.path.join(directory, STATE_FILE)
     if not os.path.exists(path):
         return 0
@@ -77,26 +84,31 @@ def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.
                 best_weights = [data[f"w{i}"] for i in range(len(data.files))]
         # EarlyStopping.on_train_begin resets its progress; TrainingCheckpoint puts this back at the first epoch.
         early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights)
+    if averaging is not None and state.get("averaged"):
+        with np.load(os.path.join(directory, MEAN_FILE)) as data:
+            averaging.restore(state["averaged"], [data[f"w{i}"] for i in range(len(data.files))])
     return int(state["epoch"])
 
 
 def resume_epoch(model: keras.Model, directory: str, early_stopping: keras.callbacks.EarlyStopping | None,
-                 epochs: int) -> int:
+                 epochs: int, averaging: Any = None) -> int:
     """`restore` the last checkpoint in `directory` into `model` and return the epoch to resume at: `epochs` or more
     when the run had been stopped early (nothing left to train), else restore's epoch (0 = fresh start). The one
     resume rule of `cdgt train` and the TFX Trainer."""
     start = epochs if stopped_early(directory) else 0
-    return max(start, restore(model, directory, early_stopping))
+    return max(start, restore(model, directory, early_stopping, averaging))
 
 
 class TrainingCheckpoint(keras.callbacks.Callback):
     """Write the training state to `directory` at the end of every epoch (atomically: a new state.json is
     renamed into place only after its weights file is complete)."""
 
-    def __init__(self, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None):
+    def __init__(self, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None,
+                 averaging: Any = None):
         super().__init__()
         self.directory = directory
         self.early_stopping = early_stopping
+        self.averaging = averaging
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         es = self.early_stopping
@@ -119,6 +131,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 np.savez(os.path.join(self.directory, "tmp_" + BEST_FILE),
                          **{f"w{i}": w for i, w in enumerate(es.best_weights)})
                 os.replace(os.path.join(self.directory, "tmp_" + BEST_FILE), os.path.join(self.directory, BEST_FILE))
+        if self.averaging is not None and self.averaging.count:
+            count, mean = self.averaging.state()
+            np.savez(os.path.join(self.directory, "tmp_" + MEAN_FILE), **{f"w{i}": w for i, w in enumerate(mean)})
+            os.replace(os.path.join(self.directory, "tmp_" + MEAN_FILE), os.path.join(self.directory, MEAN_FILE))
+            state["averaged"] = count
         tmp = os.path.join(self.directory, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(state, handle)

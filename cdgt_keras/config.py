@@ -115,6 +115,10 @@ class CDGTConfig:
     min_steps_per_epoch: int = 0
     lr_schedule: str = "constant"  # "cosine": decay to 0 over the training steps (epochs x steps per epoch)
     warmup_fraction: float = 0.0  # linear warm-up over this fraction of the training steps
+    # Weight averaging (cdgt_keras/averaging.py): the trainable weights kept are the mean of snapshots taken every
+    # `averaging_every` steps over the last `averaging_fraction` of the training steps (0: off, the last weights).
+    averaging_fraction: float = 0.0
+    averaging_every: int = 10
     early_stopping_patience: int = 3
     early_stopping_metric: str = "payoff"  # validation metric to stop on (highest wins); best weights restored
     # Each epoch, also evaluate the training objective on validation (Keras' evaluate: val_loss, val_payoff,
@@ -267,6 +271,9 @@ class CDGTConfig:
         _check(self.epochs >= 0, "epochs", self.epochs, "an integer >= 0")
         _check(self.min_steps_per_epoch >= 0, "min_steps_per_epoch", self.min_steps_per_epoch, "an integer >= 0")
         _check(0.0 <= self.warmup_fraction < 1.0, "warmup_fraction", self.warmup_fraction, "a number in [0, 1)")
+        _check(0.0 <= self.averaging_fraction <= 1.0, "averaging_fraction", self.averaging_fraction,
+               "a number in [0, 1]")
+        _check(self.averaging_every >= 1, "averaging_every", self.averaging_every, "an integer >= 1")
         _check(self.early_stopping_patience >= 0, "early_stopping_patience", self.early_stopping_patience, ">= 0")
         _check(all(h >= 1 for h in self.encoder_hidden), "encoder_hidden", self.encoder_hidden, "positive sizes")
         _check(all(h >= 1 for h in self.head_hidden), "head_hidden", self.head_hidden, "positive sizes")

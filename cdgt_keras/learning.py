@@ -8,7 +8,8 @@ learning-rate schedule, the validation ranking monitor and early stopping with b
 - `RankingMonitor`: each epoch, P@k / PSP@k / nDCG@k of the validation split, added to the logs as `val_<name>`.
 - `StopOnNonFiniteLoss`: a NaN or infinite loss stops training with an error (nothing diverged is saved).
 - `early_stopping(config)`: stop on `val_<early_stopping_metric>` (highest is best) and restore the best weights.
-- `fit_setup(config, label_freq, width, num_train)`: all of the above put together the one way every path trains.
+- `fit_setup(config, label_freq, width, num_train)`: all of the above put together the one way every path trains,
+  with the weight averaging of `averaging_fraction` (cdgt_keras.averaging).
 
 Example:
     >>> multiplier(step=55, total=100, warmup=10, kind="cosine")   # halfway through the decay: (1 + cos(pi/2)) / 2
@@ -180,20 +181,29 @@ class FitSetup:
     model: Any
     early_stopping: keras.callbacks.EarlyStopping | None
     steps: int  # training steps in one epoch (epoch_steps)
+    averaging: Any = None  # cdgt_keras.averaging.WeightAveraging under averaging_fraction > 0
 
     def callbacks(self, config: CDGTConfig, monitors: list[keras.callbacks.Callback],
                   after: list[keras.callbacks.Callback]) -> list[keras.callbacks.Callback]:
         """model.fit's callbacks, in the order they must run: a non-finite loss stops first, the schedule sets the
-        rates, `monitors` add the val_ figures early stopping reads, early stopping, then `after` (the checkpoint
-        after early stopping, whose progress it saves; then what reports the epoch)."""
+        rates, the weight averaging takes its snapshots and puts the mean in place, `monitors` add the val_ figures
+        early stopping reads, early stopping, the averaging puts the training weights back, then `after` (the
+        checkpoint after early stopping, whose progress it saves; then what reports the epoch)."""
         stop = [self.early_stopping] if self.early_stopping is not None else []
-        return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * config.epochs), *monitors, *stop, *after]
+        swap_in, swap_out = self.averaging.callbacks() if self.averaging is not None else (None, None)
+        return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * config.epochs),
+                *([swap_in] if swap_in else []), *monitors, *stop, *([swap_out] if swap_out else []), *after]
 
 
 def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train: int, memory: Any = None) -> FitSetup:
     """A compiled CDGTModel built for inputs of `width` (every optimizer too, so that a checkpoint can load into
     it), with `early_stopping(config)` and the epoch's steps over `num_train` training rows; `memory` as in
     build_trainable. Under a distribution strategy, call it inside the strategy's scope."""
+    from cdgt_keras.averaging import WeightAveraging
+
     model = build_trainable(config, label_freq, memory)
     model.build((None, width))
-    return FitSetup(model, early_stopping(config), epoch_steps(num_train, config)[1])
+    steps = epoch_steps(num_train, config)[1]
+    averaging = WeightAveraging(steps * config.epochs, config.averaging_fraction, config.averaging_every) \
+        if config.averaging_fraction > 0 else None
+    return FitSetup(model, early_stopping(config), steps, averaging)

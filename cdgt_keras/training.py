@@ -52,14 +52,15 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     model, stop, steps = setup.model, setup.early_stopping, setup.steps
     start = 0
     if checkpoint_dir is not None and resume:
-        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, config.epochs)
+        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, config.epochs, setup.averaging)
     history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
     monitors = [RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
-    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop)] if history is not None else []
+    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop, setup.averaging)] \
+        if history is not None else []
     after += [progress(start)] if progress is not None else []
     callbacks = setup.callbacks(config, monitors, after)
     if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
-        checkpoint.finish_without_training(model, stop)
+        checkpoint.finish_without_training(model, stop, setup.averaging)
         settle(model, train.features, train.labels, validation.features, validation.labels,
                config.neighbour_weights, config.batch_size, label_features=label_rows,
                centroids=centroids)

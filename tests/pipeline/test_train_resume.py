@@ -19,9 +19,12 @@ import cdgt.pipeline.train as train
 from cdgt.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-# Two shuffled passes an epoch (min_steps_per_epoch), dropout and early stopping: every piece of state resumes.
+# Two shuffled passes an epoch (min_steps_per_epoch), dropout, early stopping and a weight averaging whose mean
+# has begun before the kill (snapshots every 3rd step of the last 48 of 80, from step 35): every piece of state
+# resumes.
 ARGS = ["--quiet", "--set", "epochs=4", "--set", "encoder_hidden=32", "--set", "head_hidden=16",
-        "--set", "min_steps_per_epoch=20", "--set", "early_stopping_patience=2"]
+        "--set", "min_steps_per_epoch=20", "--set", "early_stopping_patience=2",
+        "--set", "averaging_fraction=0.6", "--set", "averaging_every=3"]
 KILLED_AFTER = 2
 
 
@@ -67,7 +70,7 @@ def _cdgt(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_killed_run_leaves_its_last_epoch_checkpoint(killed):
     state = json.loads((killed / "checkpoint" / "state.json").read_text())
-    assert state["epoch"] == KILLED_AFTER
+    assert state["epoch"] == KILLED_AFTER and state["averaged"] >= 1  # the mean had begun
     assert not (killed / "model.keras").exists() and not (killed / "metrics.json").exists()
     history = json.loads((killed / "checkpoint" / "history.json").read_text())
     assert len(history["loss"]) == KILLED_AFTER
