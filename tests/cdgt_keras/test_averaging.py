@@ -96,3 +96,24 @@ def test_a_restored_mean_continues():
     averaging.snapshot(model)  # (w + 2) again: the mean of two equal snapshots
     assert averaging.count == 2
     np.testing.assert_allclose(averaging.state()[1][0], weights[0] + 2.0, rtol=1e-6)
+
+
+def test_the_mean_is_in_every_replica_under_mirrored_strategy():
+    """Under MirroredStrategy on 2 logical CPUs (a fresh process: _averaging_worker.py), each replica's copy of
+    every trainable weight ends as the mean of the four steps' weights."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    worker = Path(__file__).with_name("_averaging_worker.py")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join([str(worker.parents[2]), str(worker.parent),
+                                          *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run([sys.executable, str(worker)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert run["count"] == 4 and run["replicas"] == 2 and run["copies"] == 2
+    assert run["max_abs_change"] > 1e-4  # the steps moved the weights (100x the tolerance): a stale copy shows
+    assert run["max_abs_diff"] < 1e-6, run
