@@ -63,9 +63,11 @@ RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]
                   f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
 
+# Rows measured before round 21 (2026-11-28, third session), when `recommended` had no warm-up.
+_R20 = "warmup_fraction=0.0"
 # Rows measured before round 20 (2026-11-28), when `recommended` took Keras' Adam epsilon (1e-7 at every label
 # count): its per-label rule gives debtags the same 1e-7, so there a row and its `_EPS7` spelling are one model.
-_EPS7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false"
+_EPS7 = f"adam_epsilon=1e-07,adam_epsilon_per_label=false,{_R20}"
 
 # The learner (what the shipped preset's training is made of), on debtags: each row one change on the one above it;
 # the previous shipped preset first, the current one (`recommended`) last; N=1 BCE rows under the same training.
@@ -129,7 +131,9 @@ LEARNER = (
     # Round 16 (2026-11-27, fourth): label texts; round 18 added the label documents (no label of debtags names a
     # record), so this is the preset before round 20.
     f"recommended[{_EPS7}]",
-    # Round 20 (2026-11-28): Adam's epsilon per label, 1e-7 at debtags' 598 labels (today's `recommended`).
+    # Round 20 (2026-11-28): Adam's epsilon per label, 1e-7 at debtags' 598 labels.
+    f"recommended[{_R20}]",
+    # Round 21 (2026-11-28, third): the step warmed up over the first 5 % of the steps (today's `recommended`).
     "recommended",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
@@ -142,12 +146,13 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[_EPS7]`: the shipped preset before its last change (Adam's epsilon per label; the same model
-        # on debtags); with `label_documents=false`, the one before (the label documents; on deps and deps-all, the
+        # `recommended[_R20]`: the shipped preset before its last change (the warm-up); `recommended[_EPS7]`, the
+        # one before (Adam's epsilon per label; the same model on debtags); with `label_documents=false`, the one
+        # before (the label documents; on deps and deps-all, the
         # only data whose labels name training records); `label_text=false`, the one before (the label texts); with
         # `tail_memory=shared`, the one before that (the tail's own weights); with `neighbour_space=input` too, the
         # one before that (deps' three seeds, deps-all's row)
-        ("recommended", f"recommended[{_EPS7}]", f"recommended[{_EPS7},label_documents=false]",
+        ("recommended", f"recommended[{_R20}]", f"recommended[{_EPS7}]", f"recommended[{_EPS7},label_documents=false]",
          f"recommended[{_EPS7},label_text=false]", f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
          f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
          "cdgt", *BASELINES, *PEERS)),

@@ -52,11 +52,11 @@ BASES: dict[str, Base] = {
     "paper": Base("the paper's literal form (preset paper)", preset="paper"),
     "recommended": Base("CD-GTMLL, the shipped default (preset recommended: N=3, cyclic, BCE payoff, alpha 2 x "
                         "log-scoring curiosity on rare positives, beta 0; 512-unit encoder, prior output biases, "
-                        "dropout 0.5, step 6e-3 with cosine decay, 10 epochs of >= 100 steps, early "
-                        "stop on P@5; neighbour votes of the 30 nearest training rows by TF-IDF and by the encoder's "
-                        "output, label centroids of 300 features and label texts (each label's name, and its own "
-                        "training record where it names one), each weighted as validation P@5 picks; shrunk "
-                        "thresholds; Adam's epsilon 5.98e-5 / L)",
+                        "dropout 0.5, step 6e-3 warmed up over 5 % of the steps, then a cosine decay, 10 epochs "
+                        "of >= 100 steps, early stop on P@5; neighbour votes of the 30 nearest training rows by "
+                        "TF-IDF and by the encoder's output, label centroids of 300 features and label texts "
+                        "(each label's name, and its own training record where it names one), each weighted as "
+                        "validation P@5 picks; shrunk thresholds; Adam's epsilon 5.98e-5 / L)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "omikuji_bonsai": Base("Omikuji 0.5.2, Bonsai settings (unbalanced 100-means, depth 3)", kind="omikuji_bonsai"),

@@ -150,6 +150,7 @@ def test_default_preset_is_the_shipped_recommendation():
         3, 2.0, 0.0, "log_positives", "inverse_sqrt", "bce", 0.006)
     assert (cfg.encoder_hidden, cfg.head_hidden, cfg.dropout, cfg.lr_schedule, cfg.early_stopping_metric) == (
         (512,), (), 0.5, "cosine", "p_at_5")
+    assert (cfg.warmup_fraction, cfg.averaging_fraction) == (0.05, 0.0)  # a 5 % warm-up; no weight averaging
     assert (cfg.prior_bias, cfg.logit_adjustment, cfg.wide) == (True, 0.0, "none")
     assert (cfg.thresholds, cfg.threshold_prior) == ("shrunk", 10.0)
     # Adam's epsilon per label: 1e-7 exactly at debtags' 598 labels (its measured model kept to the bit), smaller
