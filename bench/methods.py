@@ -13,7 +13,7 @@ Example:
     >>> resolve("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,thresholds=shrunk,dropout=0.5,"
     ...         "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
     ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
-    ...         "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,"
+    ...         "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,warmup_fraction=0.05,"
     ...         "validation_objective=false,adam_epsilon=5.98e-5,adam_epsilon_per_label=true]").name
     'recommended'
 """
