@@ -38,7 +38,9 @@ from typing import Any
 
 _SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc", "payoff_grad.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
-_FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off"]
+# -mno-avx512fp16: on a CPU with AVX512-FP16, TensorFlow 2.21's Eigen headers take a half-precision path that g++ 12
+# cannot parse ("expected initializer before '<'" in PacketMathFP16.h); the kernels are float32 and need none of it.
+_FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-mno-avx512fp16", "-fno-math-errno", "-ffp-contract=off"]
 _state: dict[str, Any] = {}
 
 
