@@ -27,6 +27,8 @@ from typing import Any
 import keras
 import numpy as np
 
+from cdgt_keras.stopping import variable_copies
+
 
 def snapshot_steps(total: int, fraction: float, every: int) -> list[int]:
     """The steps (1-based counts of completed steps) after which a snapshot is taken: the last step, and every
@@ -53,8 +55,7 @@ class WeightAveraging:
         """Add the model's trainable weights to the mean: m <- m + (w - m) / (count + 1)."""
         weights = model.trainable_weights
         if self.mean is None:
-            self.mean = [keras.Variable(keras.ops.copy(w.value), trainable=False, name=f"mean_{i}", dtype=w.dtype)
-                         for i, w in enumerate(weights)]
+            self.mean = variable_copies(weights, "mean")
         else:
             scale = 1.0 / (self.count + 1)
             for m, w in zip(self.mean, weights):
@@ -67,8 +68,7 @@ class WeightAveraging:
             return
         weights = model.trainable_weights
         if self._kept is None:
-            self._kept = [keras.Variable(keras.ops.copy(w.value), trainable=False, name=f"kept_{i}", dtype=w.dtype)
-                          for i, w in enumerate(weights)]
+            self._kept = variable_copies(weights, "kept")
         for k, w, m in zip(self._kept, weights, self.mean):
             k.assign(w.value)
             w.assign(m.value)

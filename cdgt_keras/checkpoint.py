@@ -80,13 +80,11 @@ def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.
         es, best_weights = state["early_stopping"], None
         best = os.path.join(directory, BEST_FILE)
         if os.path.exists(best):
-            with np.load(best) as data:
-                best_weights = [data[f"w{i}"] for i in range(len(data.files))]
+            best_weights = _load_arrays(best)
         # EarlyStopping.on_train_begin resets its progress; TrainingCheckpoint puts this back at the first epoch.
         early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights)
     if averaging is not None and state.get("averaged"):
-        with np.load(os.path.join(directory, MEAN_FILE)) as data:
-            averaging.restore(state["averaged"], [data[f"w{i}"] for i in range(len(data.files))])
+        averaging.restore(state["averaged"], _load_arrays(os.path.join(directory, MEAN_FILE)))
     return int(state["epoch"])
 
 
@@ -128,13 +126,10 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             best = None if es.best is None else float(es.best)
             state["early_stopping"] = {"wait": int(es.wait), "best": best, "best_epoch": int(es.best_epoch)}
             if es.best_weights is not None:
-                np.savez(os.path.join(self.directory, "tmp_" + BEST_FILE),
-                         **{f"w{i}": w for i, w in enumerate(es.best_weights)})
-                os.replace(os.path.join(self.directory, "tmp_" + BEST_FILE), os.path.join(self.directory, BEST_FILE))
+                _save_arrays(self.directory, BEST_FILE, es.best_weights)
         if self.averaging is not None and self.averaging.count:
             count, mean = self.averaging.state()
-            np.savez(os.path.join(self.directory, "tmp_" + MEAN_FILE), **{f"w{i}": w for i, w in enumerate(mean)})
-            os.replace(os.path.join(self.directory, "tmp_" + MEAN_FILE), os.path.join(self.directory, MEAN_FILE))
+            _save_arrays(self.directory, MEAN_FILE, mean)
             state["averaged"] = count
         tmp = os.path.join(self.directory, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
@@ -144,6 +139,20 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         old = os.path.join(self.directory, f"epoch{previous}.weights.h5")
         if previous and previous != epoch + 1 and os.path.exists(old):
             os.remove(old)
+
+
+def _save_arrays(directory: str, name: str, arrays: list[Any]) -> None:
+    """Write `arrays` to directory/name as an npz (w0, w1, ...) whole or not at all: a temporary file, then a
+    rename over the old one, so that a run killed while writing leaves the previous file."""
+    tmp = os.path.join(directory, "tmp_" + name)
+    np.savez(tmp, **{f"w{i}": np.asarray(a) for i, a in enumerate(arrays)})
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def _load_arrays(path: str) -> list[np.ndarray]:
+    """The arrays `_save_arrays` wrote, in their order."""
+    with np.load(path) as data:
+        return [data[f"w{i}"] for i in range(len(data.files))]
 
 
 def clear(directory: str) -> None:

@@ -108,6 +108,9 @@ class CDGTConfig:
     # summed over the labels, so that a step means the same at 598 labels as at 18.6k.
     adam_epsilon: float = 1e-7
     adam_epsilon_per_label: bool = False
+    # Decoupled weight decay (AdamW) on the players' weights, biases excepted: each step takes the current step
+    # times this share off every weight, a pull toward 0 that the loss must keep paying for (0: none).
+    player_weight_decay: float = 0.0
     batch_size: int = 256
     epochs: int = 20
     # An epoch is one pass over the training split, or at least `min_steps_per_epoch` steps (several passes) on a
@@ -246,6 +249,7 @@ class CDGTConfig:
         _check(self.learning_rate > 0.0, "learning_rate", self.learning_rate, "a number > 0")
         _check(self.adam_epsilon > 0.0, "adam_epsilon", self.adam_epsilon, "a number > 0")
         _check(self.encoder_learning_rate >= 0.0, "encoder_learning_rate", self.encoder_learning_rate, "a number >= 0")
+        _check(self.player_weight_decay >= 0.0, "player_weight_decay", self.player_weight_decay, "a number >= 0")
         _check(self.validation_objective or self.early_stopping_metric != "payoff" or self.early_stopping_patience <= 0,
                "validation_objective", self.validation_objective, "true while early stopping reads the payoff")
         _check(self.neighbours >= 0, "neighbours", self.neighbours, "an integer >= 0")

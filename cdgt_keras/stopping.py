@@ -25,6 +25,17 @@ from typing import Any
 import keras
 
 
+def variable_copies(weights: list[Any], prefix: str) -> list[Any]:
+    """A non-trainable variable holding a copy of each of `weights`' values, named `prefix`_i: storage that later
+    copies overwrite with one assign each (best weights, a running mean, weights set aside).
+
+        >>> [v.numpy().tolist() for v in variable_copies([keras.Variable([1.0, 2.0])], "best")]
+        [[1.0, 2.0]]
+    """
+    return [keras.Variable(keras.ops.copy(w.value), trainable=False, name=f"{prefix}_{i}", dtype=w.dtype)
+            for i, w in enumerate(weights)]
+
+
 class EarlyStopping(keras.callbacks.EarlyStopping):
     """keras.callbacks.EarlyStopping (the same rule, the same attributes) with the best weights copied in place."""
 
@@ -34,8 +45,7 @@ class EarlyStopping(keras.callbacks.EarlyStopping):
         """Copy every model weight into this callback's own variables (made at the first call) and return them."""
         weights = self.model.weights
         if self._copies is None or len(self._copies) != len(weights):
-            self._copies = [keras.Variable(keras.ops.copy(w.value), trainable=False, name=f"best_{i}", dtype=w.dtype)
-                            for i, w in enumerate(weights)]
+            self._copies = variable_copies(weights, "best")
         else:
             for copy, weight in zip(self._copies, weights):
                 copy.assign(weight.value)

@@ -63,6 +63,31 @@ def test_adam_epsilon_reaches_every_adam_and_sets_the_step_on_small_gradients():
         np.testing.assert_allclose(var.numpy(), [[-expected], [0.0]], rtol=1e-5)
 
 
+def test_player_weight_decay_is_adamw_on_the_players_weights_and_spares_their_biases():
+    from cdgt_keras.learning import build_trainable
+
+    model = build_trainable(CDGTConfig(encoder_hidden=(4,), head_hidden=(), player_weight_decay=0.5), np.full(6, 0.2))
+    model.build((None, 5))
+    opt, variables = model.player_optimizers[0], model.player_variables(0)
+    assert [o.weight_decay for o in model.player_optimizers] == [0.5] * 3
+    assert build_trainable(CDGTConfig(encoder_hidden=(4,)), np.full(6, 0.2)).player_optimizers[0].weight_decay is None
+    before = [v.numpy().copy() for v in variables]
+    # a zero gradient leaves Adam's step at 0: what remains is the decay, w (1 - lr * decay), by hand; biases kept
+    opt.apply_gradients([(tf.zeros_like(v), v) for v in variables])
+    for v, old in zip(variables, before):
+        want = old if "bias" in v.name else old * np.float32(1.0 - 1e-3 * 0.5)
+        np.testing.assert_allclose(v.numpy(), want, rtol=1e-6, err_msg=v.name)
+    assert any("bias" in v.name for v in variables) and any("bias" not in v.name for v in variables)
+    # a real gradient: Keras' AdamW (its decay, then Adam), to the bit
+    var, grad = keras.Variable(np.ones((3, 2), np.float32)), tf.constant([[0.5, -1.0], [2.0, 0.0], [1e-3, 4.0]])
+    ref = keras.Variable(np.ones((3, 2), np.float32))
+    LazyAdam(0.1, weight_decay=0.5).apply_gradients([(grad, var)])
+    keras.optimizers.AdamW(0.1, weight_decay=0.5).apply_gradients([(grad, ref)])
+    np.testing.assert_array_equal(var.numpy(), ref.numpy())
+    with pytest.raises(ValueError, match="player_weight_decay"):
+        CDGTConfig(player_weight_decay=-0.1)
+
+
 def test_adam_epsilon_per_label_divides_by_the_label_count():
     from cdgt_keras.learning import build_trainable
 

@@ -190,6 +190,7 @@ def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_bef
 
     x, y = _data()
     grid = (0.0, 0.3, 0.6, 0.9)
+    keras.utils.set_random_seed(0)  # an untrained model: its initial weights decide whether the votes earn a share
     config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=3, neighbour_weights=grid,
                         neighbour_space="both")
     model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
