@@ -205,14 +205,8 @@ class CDGTModel(keras.Model):
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training)
         if not training:
-            # every memory's scores first, each depending on the query alone, so that they run side by side with
-            # the players and one another (inter-op threads); then the blends, in order
-            layers = self.memory_layers()
-            shares = [_share(layer, self.tail_mask) for layer, _ in layers]
-            scores = [_scores(layer, contexts[0] if space == "encoder" else inputs, share, fused)
-                      for (layer, space), share in zip(layers, shares)]
-            for share, part in zip(shares, scores):
-                fused = _blended(fused, share, part)
+            for layer, space in self.memory_layers():
+                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def vote_layers(self) -> list[tuple[nb.NeighbourVotes, str]]:
@@ -312,22 +306,13 @@ class CDGTModel(keras.Model):
         return cls(**config)
 
 
-def _share(layer: Any, tail: tf.Tensor) -> tf.Tensor:
-    """[L]: a memory layer's tuned weight w (the neighbour votes, the label centroids, the label texts), or its
-    `tail_weight` for the tail labels (`tail`, [L] bool) when that is set (>= 0)."""
+def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor) -> tf.Tensor:
+    """(1 - w) p_hat + w layer(query), w the memory layer's tuned weight (the neighbour votes, the label
+    centroids), or its `tail_weight` for the tail labels (`tail`, [L] bool) when that is set (>= 0); the layer is
+    not run while both are 0."""
     w, tail_w = tf.convert_to_tensor(layer.weight), tf.convert_to_tensor(layer.tail_weight)
-    return tf.where(tail & (tail_w >= 0.0), tail_w, w)  # equal to w everywhere unless the tail has its own
-
-
-def _scores(layer: Any, query: Any, share: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
-    """The layer's scores for `query` ([B, L]), or zeros shaped `like` without running it while its weights are
-    all 0."""
-    return tf.cond(tf.reduce_max(share) > 0.0, lambda: layer(query), lambda: tf.zeros_like(like))
-
-
-def _blended(fused: tf.Tensor, share: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
-    """(1 - share) p_hat + share scores, or p_hat itself while the weights are all 0."""
-    return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * scores, lambda: fused)
+    share = tf.where(tail & (tail_w >= 0.0), tail_w, w)  # [L]; equal to w everywhere unless the tail has its own
+    return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * layer(query), lambda: fused)
 
 
 def _player_optimizer(config: CDGTConfig, player: int, epsilon: float) -> LazyAdam:
