@@ -161,6 +161,10 @@ class CDGTConfig:
     # (cosine of the shared encoder's output: the learned space, computed from the trained encoder), or "both" (two
     # sets of votes, the input's then the encoder's, each weight tuned on validation with the ones before it in).
     neighbour_space: str = "input"
+    # The memories in the input's space (the training rows of the input's votes, the label centroids, the label
+    # texts) keep at most this many entries per feature, the largest: a one-row query then reads at most that many
+    # per word of it, and its scores are partial sums of the exact cosines (cdgt_keras/postings.py). 0: all, exact.
+    memory_list_cap: int = 0
     # Label centroids (cdgt_keras/centroids.py): each label's training rows summed (unit length each), kept to
     # their `centroid_features` largest entries, scaled to unit length; the model answers (1 - mu) p + mu
     # max(0, cos(x, centroid)), mu the value of `centroid_weights` with the best validation P@5, after the votes'
@@ -253,6 +257,7 @@ class CDGTConfig:
         _check(self.validation_objective or self.early_stopping_metric != "payoff" or self.early_stopping_patience <= 0,
                "validation_objective", self.validation_objective, "true while early stopping reads the payoff")
         _check(self.neighbours >= 0, "neighbours", self.neighbours, "an integer >= 0")
+        _check(self.memory_list_cap >= 0, "memory_list_cap", self.memory_list_cap, "an integer >= 0")
         _check(self.neighbour_space == "input" or (self.shared_encoder and bool(self.encoder_hidden)),
                "neighbour_space", self.neighbour_space, "'input' unless the encoder is shared and has layers")
         _check(len(self.neighbour_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.neighbour_weights),

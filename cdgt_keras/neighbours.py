@@ -47,22 +47,31 @@ class MemoryShape:
     dense: bool = False  # the rows are kept as a dense [num_train, num_features] matrix (an encoder's space)
     centroid_nnz: int = 0  # entries of the label centroids (cdgt_keras.centroids), always in the input's space
     label_text_nnz: int = 0  # entries of the label texts (cdgt_keras.label_text), in the input's space too
+    list_cap: int = 0  # each feature's entries kept to this many, the largest (cdgt_keras.postings.cap_lists; 0: all)
 
     @classmethod
     def of(cls, features: Any, labels: Any, centroid_features: int | None = None,
-           label_features: Any = None, centroids: Any = None) -> MemoryShape:
+           label_features: Any = None, centroids: Any = None, list_cap: int = 0) -> MemoryShape:
         """The shape of the memory of these training features (dense or sparse) and multi-hot labels; with
         `centroid_features` (not None), the size of their label centroids kept to that many features each (or of
         `centroids`, those centroids made already by `centroid_matrix`: on deps they take 5 s to make); with
-        `label_features` ([L, F], cdgt_keras.label_text), the size of the label texts."""
+        `label_features` ([L, F], cdgt_keras.label_text), the size of the label texts; with `list_cap`, each of
+        them kept to that many entries per feature (cdgt_keras.postings.cap_lists)."""
         x, y = sp.csr_matrix(features), sp.csr_matrix(labels)  # may share the caller's (read-only) arrays
+        if centroids is None and centroid_features is not None and list_cap:
+            centroids = ct.centroid_matrix(x, y, centroid_features)
         if centroids is not None:
-            cents = int(sp.csr_matrix(centroids).nnz)
+            cents = postings.capped_nnz(centroids, list_cap) if list_cap else int(sp.csr_matrix(centroids).nnz)
         else:
             cents = 0 if centroid_features is None else ct.centroid_nnz(x, y, centroid_features)
-        texts = 0 if label_features is None else int(sp.csr_matrix(label_features).count_nonzero())
-        return cls(int(x.shape[0]), int(x.shape[1]), int(x.count_nonzero()), int(y.count_nonzero()),
-                   centroid_nnz=cents, label_text_nnz=texts)
+        if label_features is None:
+            texts = 0
+        else:
+            texts = postings.capped_nnz(label_features, list_cap) if list_cap else \
+                int(sp.csr_matrix(label_features).count_nonzero())
+        features_nnz = postings.capped_nnz(x, list_cap) if list_cap else int(x.count_nonzero())
+        return cls(int(x.shape[0]), int(x.shape[1]), features_nnz, int(y.count_nonzero()),
+                   centroid_nnz=cents, label_text_nnz=texts, list_cap=int(list_cap))
 
     @staticmethod
     def wanted(config: Any) -> bool:
@@ -77,12 +86,13 @@ class MemoryShape:
         if not cls.wanted(config):
             return None
         return cls.of(features, labels, config.centroid_features if config.centroid_features else None,
-                      label_features if config.label_text else None, centroids)
+                      label_features if config.label_text else None, centroids, config.memory_list_cap)
 
     def in_space(self, width: int) -> MemoryShape:
         """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's)."""
         return MemoryShape(self.num_train, int(width), self.num_train * int(width), self.labels_nnz, dense=True,
-                           centroid_nnz=self.centroid_nnz, label_text_nnz=self.label_text_nnz)
+                           centroid_nnz=self.centroid_nnz, label_text_nnz=self.label_text_nnz,
+                           list_cap=self.list_cap)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,16 +140,19 @@ class NeighbourVotes(keras.layers.Layer):
             x = sp.csr_matrix(features, dtype=np.float32, copy=True)
             x.sum_duplicates()
             x.eliminate_zeros()
-            got = MemoryShape.of(x, y)
+            got = MemoryShape.of(x, y, list_cap=self.shape.list_cap)
         # the centroids and label texts are LabelCentroids' to check
-        got = replace(got, centroid_nnz=self.shape.centroid_nnz, label_text_nnz=self.shape.label_text_nnz)
+        got = replace(got, centroid_nnz=self.shape.centroid_nnz, label_text_nnz=self.shape.label_text_nnz,
+                      list_cap=self.shape.list_cap)
         if got != self.shape:
             raise ValueError(f"the memory holds {self.shape}, got training data of {got}")
         if self.shape.dense:
             self.x_dense.assign(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12))
         else:
             norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
-            by_feature = sp.csc_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, dtype=np.float32)
+            # unit rows first, then the cap: a capped list's scores are the exact cosines' partial sums
+            unit = postings.cap_lists(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, self.shape.list_cap)
+            by_feature = sp.csc_matrix(unit, dtype=np.float32)
             by_feature.sort_indices()
             features = np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr))
             self.x_entries.assign(np.stack([features, by_feature.indices.astype(np.int64)], axis=1))

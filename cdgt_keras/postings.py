@@ -9,6 +9,11 @@ hold. For a chunk of many rows, with common features, the lists can hold more th
 (one pass, vectorised) is the cheaper road: `product` takes the posting lists when they hold fewer than
 `nnz / READ_RATIO` entries in all, the plain product otherwise. Both give the same scores (a test holds them equal).
 
+A cap on the lists' length (`cap_lists`, config.memory_list_cap) bounds what a query reads: each feature keeps its
+`cap` largest entries, so a common word's list (tens of thousands of training rows, each with a small TF-IDF
+weight) is cut to the rows where it weighs most. The scores are then partial sums, an approximation measured in
+the bench; with no cap (0) nothing changes.
+
 Example (M [3 features, 2 columns]; the query has feature 2 only, so only its one entry is read):
     >>> entries = tf.constant([[0, 0], [1, 1], [2, 0]], tf.int64); values = tf.constant([1.0, 2.0, 3.0])
     >>> splits = tf.constant([0, 1, 2, 3], tf.int64)
@@ -19,6 +24,10 @@ Example (M [3 features, 2 columns]; the query has feature 2 only, so only its on
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
 import tensorflow as tf
 
 # the posting lists are read when they hold fewer than nnz / READ_RATIO entries: an entry read from a list costs
@@ -70,3 +79,39 @@ def product(query: tf.SparseTensor, splits: tf.Tensor, entries: tf.Tensor, value
     return tf.cond(read * READ_RATIO < tf.shape(values, out_type=tf.int64)[0],
                    lambda: posting_product(query, splits, entries, values, num_columns),
                    lambda: plain_product(query, entries, values, num_features, num_columns))
+
+
+def capped_nnz(matrix: Any, cap: int) -> int:
+    """The entries `cap_lists(matrix, cap)` keeps: per column (feature), at most `cap` (0: no cap).
+
+        >>> capped_nnz(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [5.0, 0.0]]), 2)   # column 0 keeps 2 of its 3
+        3
+    """
+    m = sp.csc_matrix(matrix, copy=True)  # the caller's arrays may be read-only
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    return int(np.minimum(np.diff(m.indptr), int(cap)).sum()) if cap else int(m.nnz)
+
+
+def cap_lists(matrix: Any, cap: int) -> Any:
+    """[N, F] `matrix` with each column (a feature's posting list) kept to its `cap` largest entries (ties: the
+    lower row); `matrix` itself when no list is longer (or `cap` is 0), so that the uncapped road is unchanged.
+
+        >>> m = sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [3.0, 0.0]])
+        >>> cap_lists(m, 1).toarray().tolist()   # column 0: a tie of 3s, the lower row kept
+        [[0.0, 2.0], [3.0, 0.0], [0.0, 0.0]]
+    """
+    if not cap:
+        return matrix
+    m = sp.csc_matrix(matrix, copy=True)
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    counts = np.diff(m.indptr)
+    if counts.max(initial=0) <= cap:
+        return matrix
+    columns = np.repeat(np.arange(m.shape[1]), counts)
+    order = np.lexsort((m.indices, -m.data, columns))  # by column, then value descending, then row
+    rank = np.empty(m.nnz, dtype=np.int64)
+    rank[order] = np.arange(m.nnz) - m.indptr[columns[order]]
+    kept = rank < cap
+    return sp.csr_matrix((m.data[kept], (m.indices[kept], columns[kept])), shape=m.shape, dtype=m.dtype)

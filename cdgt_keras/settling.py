@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
+from cdgt_keras.centroids import centroid_matrix
+from cdgt_keras.postings import cap_lists
 from cdgt_keras.tail_memory import blend
 
 # Validation's scores [n, L] (the model's own answer, each label table's) are computed once and kept while all of
@@ -137,15 +139,13 @@ def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any
     config, out = model.cdgt_config, []
     centroids, texts = getattr(model, "centroids", None), getattr(model, "label_text", None)
     if centroids is not None:
-        if centroid_rows is None:
-            centroids.remember(train_x, train_y, config.centroid_features)
-        else:
-            centroids.store(centroid_rows)
+        rows = centroid_matrix(train_x, train_y, config.centroid_features) if centroid_rows is None else centroid_rows
+        centroids.store(cap_lists(rows, config.memory_list_cap))
         out.append((centroids, config.centroid_weights))
     if texts is not None:
         if label_features is None:
             raise ValueError("the model has a label-text layer (label_text=true) but settle got no label_features")
-        texts.store(label_features)
+        texts.store(cap_lists(label_features, config.memory_list_cap))
         out.append((texts, config.label_text_weights))
     for layer, _ in out:
         layer.weight.assign(0.0)

@@ -104,3 +104,63 @@ def test_an_empty_batch_and_rows_without_entries_give_zeros(shape):
         for got in (postings.posting_product(query, splits, entries, values, 25),
                     postings.product(query, splits, entries, values, 40, 25)):
             assert got.numpy().tolist() == [[0.0] * 25] * rows
+
+
+def test_cap_lists_keeps_each_features_largest_entries_and_counts_them():
+    m = sp.csr_matrix(np.array([[0.5, 0.0, 1.0], [0.9, 2.0, 0.0], [0.9, 0.0, 0.0], [0.1, 3.0, 0.0]], np.float32))
+    # by hand: feature 0 keeps 0.9 (row 1) and 0.9 (row 2; the tie with row 1 goes to the lower row, both kept);
+    # feature 1 keeps both; feature 2 its one entry
+    want = [[0.0, 0.0, 1.0], [0.9, 2.0, 0.0], [0.9, 0.0, 0.0], [0.0, 3.0, 0.0]]
+    np.testing.assert_array_equal(postings.cap_lists(m, 2).toarray(), np.array(want, np.float32))
+    assert postings.capped_nnz(m, 2) == postings.cap_lists(m, 2).nnz == 5
+    assert postings.cap_lists(m, 1).toarray()[:, 0].tolist() == [0.0, np.float32(0.9), 0.0, 0.0]  # lower row
+    assert postings.cap_lists(m, 0) is m and postings.cap_lists(m, 4) is m  # nothing dropped: the same matrix
+    assert postings.capped_nnz(m, 0) == m.nnz
+
+
+def test_capped_votes_are_partial_sums_of_the_exact_cosines_and_the_shape_counts_them():
+    x = sp.csr_matrix(sp.random(30, 12, density=0.5, random_state=3, dtype=np.float32))
+    y = sp.csr_matrix((np.random.default_rng(0).random((30, 5)) < 0.3).astype(np.float32))
+    shape = MemoryShape.of(x, y, list_cap=4)
+    unit = sp.csr_matrix(x.multiply(1.0 / np.sqrt(np.asarray(x.multiply(x).sum(1))))).astype(np.float64)
+    kept = postings.cap_lists(unit, 4)
+    assert shape.features_nnz == kept.nnz and shape.list_cap == 4 and np.diff(sp.csc_matrix(kept).indptr).max() == 4
+    layer = NeighbourVotes(shape, num_labels=5, k=30)
+    layer.remember(x, y)
+    q = sp.csr_matrix(sp.random(3, 12, density=0.4, random_state=4, dtype=np.float32))
+    nearest, ids = (t.numpy() for t in layer.nearest(to_sparse_tensor(q)))
+    dense_q = q.toarray() / np.maximum(np.linalg.norm(q.toarray(), axis=1, keepdims=True), 1e-12)
+    want = dense_q @ kept.toarray().T  # the exact cosines' terms on the kept entries only
+    assert not np.allclose(want, dense_q @ unit.toarray().T)  # the cap dropped terms these queries have
+    for row in range(3):  # k = 30: every training row, in order of similarity
+        np.testing.assert_allclose(nearest[row], want[row][ids[row]], atol=1e-6)
+        np.testing.assert_allclose(nearest[row], np.sort(want[row])[::-1], atol=1e-6)
+    with pytest.raises(ValueError, match="memory holds"):  # a layer shaped without the cap refuses capped data
+        NeighbourVotes(MemoryShape.of(x, y), num_labels=5, k=3).remember(postings.cap_lists(x, 1), y)
+
+
+def test_settle_stores_capped_tables_and_an_uncapped_model_is_unchanged():
+    from cdgt_keras.centroids import centroid_matrix
+    from cdgt_keras.config import CDGTConfig
+    from cdgt_keras.learning import build_trainable
+    from cdgt_keras.settling import settle
+
+    x = sp.csr_matrix(sp.random(40, 15, density=0.5, random_state=5, dtype=np.float32))
+    y = sp.csr_matrix((np.random.default_rng(1).random((40, 6)) < 0.4).astype(np.float32))
+    answers = {}
+    for cap in (0, 3, 100):
+        config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), centroid_features=10,
+                            centroid_weights=(0.5,), neighbours=3, neighbour_weights=(0.3,), memory_list_cap=cap)
+        import keras
+
+        keras.utils.set_random_seed(0)
+        model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.for_config(config, x, y))
+        model.build((None, x.shape[1]))
+        settle(model, x, y, x, y, (0.3,), batch_size=16, rows=24)
+        lists = np.diff(model.centroids.splits.numpy())
+        assert model.centroids.nnz == postings.capped_nnz(centroid_matrix(x, y, 10), cap) and \
+            (cap == 0 or lists.max() <= cap)
+        assert cap == 0 or np.diff(model.neighbours.x_splits.numpy()).max() <= cap
+        answers[cap] = np.asarray(model(to_sparse_tensor(x[:6])))
+    np.testing.assert_array_equal(answers[100], answers[0])  # a cap above every list's length changes no bit
+    assert not np.array_equal(answers[3], answers[0])
