@@ -128,4 +128,9 @@ def test_a_model_trains_to_the_same_bits_on_either_road(op, monkeypatch, beta) -
         logs.append(history.history)
     for a, b in zip(*weights):
         np.testing.assert_array_equal(a, b)
-    assert logs[0] == logs[1]  # the logged game terms too
+    # the logged game terms: the same to float32's precision. They are forward means that neither road's update
+    # reads; on CI's TensorFlow 2.21 stack one full-suite run in several logged epoch 2's potential one float32
+    # ulp apart (-1.12522078 against -1.12522066) with every weight above equal to the bit.
+    assert logs[0].keys() == logs[1].keys()
+    for name in logs[0]:
+        np.testing.assert_allclose(logs[0][name], logs[1][name], rtol=2e-7, atol=0, err_msg=name)
