@@ -53,7 +53,7 @@ def centroid_matrix(features: Any, labels: Any, max_features: int = 0) -> sp.csr
     sums.sum_duplicates()
     sums.eliminate_zeros()
     if max_features and sums.nnz:
-        sums = _largest_per_row(sums, int(max_features))
+        sums = postings.largest_per_row(sums, int(max_features))
     return unit_rows(sums)
 
 
@@ -70,17 +70,6 @@ def unit_rows(matrix: Any) -> sp.csr_matrix:
     out = sp.csr_matrix(sp.diags(1.0 / np.maximum(lengths, 1e-12)) @ m, dtype=np.float32)
     out.sort_indices()
     return out
-
-
-def _largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
-    """`m` with each row's `keep` largest entries (ties: the lower column id)."""
-    m.sort_indices()
-    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-    order = np.lexsort((m.indices, -m.data, rows))  # by row, then value descending, then column
-    rank = np.empty(m.nnz, dtype=np.int64)
-    rank[order] = np.arange(m.nnz) - m.indptr[rows[order]]
-    kept = rank < keep
-    return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)
 
 
 def centroid_nnz(features: Any, labels: Any, max_features: int) -> int:

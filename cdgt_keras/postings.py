@@ -103,15 +103,25 @@ def cap_lists(matrix: Any, cap: int) -> Any:
     """
     if not cap:
         return matrix
-    m = sp.csc_matrix(matrix, copy=True)
+    m = sp.csr_matrix(sp.csc_matrix(matrix).T, copy=True)  # [F, N]: a feature's list is a row
     m.sum_duplicates()
     m.eliminate_zeros()
-    counts = np.diff(m.indptr)
-    if counts.max(initial=0) <= cap:
+    if np.diff(m.indptr).max(initial=0) <= cap:
         return matrix
-    columns = np.repeat(np.arange(m.shape[1]), counts)
-    order = np.lexsort((m.indices, -m.data, columns))  # by column, then value descending, then row
+    return sp.csr_matrix(largest_per_row(m, int(cap)).T, dtype=m.dtype)
+
+
+def largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
+    """`m` with each row's `keep` largest entries (ties: the lower column id): a label centroid's features
+    (cdgt_keras.centroids), a feature's posting list (`cap_lists`, on the transposed matrix).
+
+        >>> largest_per_row(sp.csr_matrix([[1.0, 3.0, 3.0]]), 1).toarray().tolist()
+        [[0.0, 3.0, 0.0]]
+    """
+    m.sort_indices()
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    order = np.lexsort((m.indices, -m.data, rows))  # by row, then value descending, then column
     rank = np.empty(m.nnz, dtype=np.int64)
-    rank[order] = np.arange(m.nnz) - m.indptr[columns[order]]
-    kept = rank < cap
-    return sp.csr_matrix((m.data[kept], (m.indices[kept], columns[kept])), shape=m.shape, dtype=m.dtype)
+    rank[order] = np.arange(m.nnz) - m.indptr[rows[order]]
+    kept = rank < keep
+    return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)

@@ -140,6 +140,8 @@ def test_capped_votes_are_partial_sums_of_the_exact_cosines_and_the_shape_counts
 
 
 def test_settle_stores_capped_tables_and_an_uncapped_model_is_unchanged():
+    import keras
+
     from cdgt_keras.centroids import centroid_matrix
     from cdgt_keras.config import CDGTConfig
     from cdgt_keras.learning import build_trainable
@@ -151,8 +153,6 @@ def test_settle_stores_capped_tables_and_an_uncapped_model_is_unchanged():
     for cap in (0, 3, 100):
         config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), centroid_features=10,
                             centroid_weights=(0.5,), neighbours=3, neighbour_weights=(0.3,), memory_list_cap=cap)
-        import keras
-
         keras.utils.set_random_seed(0)
         model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.for_config(config, x, y))
         model.build((None, x.shape[1]))
