@@ -61,6 +61,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # epsilon, a third of deps' 512 encoder units were dead after the first epoch. Three seeds against no warm-up:
     # deps P@1 +0.28, Macro-F1 +0.99; bibtex Macro-F1 +0.62; delicious PSP@5 +0.31; yeast and emotions Macro-F1
     # +1.1 and +1.6; debtags P@1 -0.34, PSP@5 +0.74 (bench/learner_notes.md, round 20).
+    # The input-space memories keep at most 5,000 entries per word, the largest (memory_list_cap): a single
+    # prediction reads a word's posting list, and a common word's holds up to 39k training documents on deps, all
+    # at the word's smallest weights. Three seeds against every entry: deps P@1 +0.00, PSP@5 +0.11, Micro-F1 -0.18;
+    # debtags P@1 +0.08, PSP@5 +0.06; the other sets' lists are all shorter (the same model to the bit); deps-all's
+    # memories answer a single prediction in 0.6x the time (bench/learner_notes.md, round 23).
     "recommended": {
         "n_players": 3, "overlap": 0.2, "alpha": 2.0, "beta": 0.0, "fusion": "mean", "schedule": "cyclic",
         "rarity": "inverse_sqrt", "correctness": "log_positives", "payoff": "bce", "disagreement": "kl",
@@ -71,6 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prior_bias": True, "neighbours": 30, "neighbour_space": "both", "centroid_features": 300,
         "tail_memory": "own", "label_text": True, "label_documents": True,
         "validation_objective": False, "adam_epsilon": 5.98e-5, "adam_epsilon_per_label": True,
+        "memory_list_cap": 5000,
     },
     # The paper's ablations (Experiments): variant A (no curiosity), variant B (single predictor).
     "no_curiosity": {"alpha": 0.0},

@@ -113,7 +113,7 @@ SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,th
            "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
            "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
            "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,validation_objective=false,"
-           "adam_epsilon=5.98e-5,adam_epsilon_per_label=true,warmup_fraction=0.05]")
+           "adam_epsilon=5.98e-5,adam_epsilon_per_label=true,warmup_fraction=0.05,memory_list_cap=5000]")
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
@@ -124,20 +124,23 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
     # spelling resolves to the preset's name and shares its runs; round 5 added the neighbour votes, round 7 the
     # label centroids, round 11 the votes in the encoder's space beside the input's, round 12 the tail's own
     # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out, round 18 added the
-    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up
+    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap
     finalist = resolve(next(row for row in LEARNER if row.endswith("prior_bias=true,encoder_hidden=512]")))
     assert finalist.name.startswith("cdgt[") and "recommended" in LEARNER
-    eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,warmup_fraction=0.0"  # Keras' epsilon, before round 20
+    # Keras' epsilon, before round 20
+    eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,memory_list_cap=0,warmup_fraction=0.0"
     assert f"recommended[{eps7},centroid_features=0,label_text=false,neighbours=0]" in LEARNER
     assert f"recommended[{eps7},label_text=false]" in LEARNER  # round 12's preset
     assert f"recommended[{eps7}]" in LEARNER  # round 18's preset
-    assert "recommended[warmup_fraction=0.0]" in LEARNER  # round 20's preset, the row before today's
+    assert "recommended[memory_list_cap=0,warmup_fraction=0.0]" in LEARNER  # round 20's preset
+    assert "recommended[memory_list_cap=0]" in LEARNER  # round 21's preset, the row before today's
     shipped = CDGTConfig.preset("recommended")
     assert shipped == finalist.config().replace(early_stopping_metric="p_at_5", neighbours=30,
                                                   neighbour_space="both", centroid_features=300,
                                                   tail_memory="own", label_text=True, label_documents=True,
                                                   validation_objective=False, adam_epsilon=5.98e-5,
-                                                  adam_epsilon_per_label=True, warmup_fraction=0.05)
+                                                  adam_epsilon_per_label=True, warmup_fraction=0.05,
+                                                  memory_list_cap=5000)
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped

@@ -157,6 +157,8 @@ def test_default_preset_is_the_shipped_recommendation():
     # where there are more labels (deps: 18,632)
     assert (cfg.adam_epsilon, cfg.adam_epsilon_per_label) == (5.98e-5, True)
     assert cfg.optimizer_epsilon(598) == 1e-7 and cfg.optimizer_epsilon(18_632) < 1e-8
+    # the input-space memories read at most 5,000 entries per word of a query (the paper's defaults keep all)
+    assert (cfg.memory_list_cap, CDGTConfig().memory_list_cap) == (5000, 0)
     # the paper preset and the dataclass defaults are untouched by it (SPEC §4's per-label rule)
     assert CDGTConfig.preset("paper") == CDGTConfig() and CDGTConfig().thresholds == "per_label"
 
