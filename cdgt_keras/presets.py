@@ -63,7 +63,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # +1.1 and +1.6; debtags P@1 -0.34, PSP@5 +0.74 (bench/learner_notes.md, round 20).
     # The input-space memories keep at most 5,000 entries per word, the largest (memory_list_cap): a single
     # prediction reads a word's posting list, and a common word's holds up to 39k training documents on deps, all
-    # at the word's smallest weights. Three seeds against every entry: deps P@1 +0.00, PSP@5 +0.11, Micro-F1 -0.18;
+    # at the word's smallest weights. Three seeds against every entry: deps P@1 +0.00, PSP@5 +0.06, Micro-F1 -0.21;
     # debtags P@1 +0.08, PSP@5 +0.06; the other sets' lists are all shorter (the same model to the bit); the served
     # deps-all model answers a single prediction in 25.3 ms against 37.1 (bench/learner_notes.md, round 23).
     "recommended": {
