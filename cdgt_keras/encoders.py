@@ -22,25 +22,28 @@ from cdgt_keras.sparse import InputDropout, SparseDense
 
 class MLP(keras.layers.Layer):
     """Optional input dropout, then Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear
-    output layer (its bias starts at `output_bias` [output_units] when given, else 0).
+    output layer (its bias starts at `output_bias` [output_units] when given, else 0). `training_precision`: the
+    dense products' precision in training (`SparseDense`); a sparse input's product stays float32.
 
     With no hidden sizes and no output layer it is the identity (already-encoded features).
     """
 
     def __init__(self, hidden: tuple[int, ...], *, activation: str, dropout: float,
                  output_units: int | None = None, output_bias: Any = None, input_dropout: float = 0.0,
-                 **kwargs: Any):
+                 training_precision: str = "float32", **kwargs: Any):
         super().__init__(**kwargs)
         self.blocks: list[keras.layers.Layer] = []
         if input_dropout > 0:
             self.blocks.append(InputDropout(input_dropout, name=f"{self.name}_input_dropout"))
         for k, units in enumerate(hidden):
-            self.blocks.append(SparseDense(units, activation=activation, name=f"{self.name}_dense_{k}"))
+            self.blocks.append(SparseDense(units, activation=activation, training_precision=training_precision,
+                                           name=f"{self.name}_dense_{k}"))
             if dropout > 0:
                 self.blocks.append(keras.layers.Dropout(dropout, name=f"{self.name}_dropout_{k}"))
         if output_units is not None:
             init = "zeros" if output_bias is None else keras.initializers.Constant(np.asarray(output_bias, "float32"))
-            self.blocks.append(SparseDense(output_units, bias_initializer=init, name=f"{self.name}_logits"))
+            self.blocks.append(SparseDense(output_units, bias_initializer=init, training_precision=training_precision,
+                                           name=f"{self.name}_logits"))
 
     @property
     def layers(self) -> list[keras.layers.Layer]:

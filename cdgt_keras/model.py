@@ -56,7 +56,7 @@ class CDGTModel(keras.Model):
         odds = _prior_odds(self.label_freq)
         bias = odds if cfg.prior_bias else np.zeros(self.label_freq.size, np.float32)
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
-                          output_bias=bias[labels], name=f"player{i + 1}_head")
+                          output_bias=bias[labels], training_precision=cfg.head_precision, name=f"player{i + 1}_head")
                       for i, labels in enumerate(self.layout.player_labels)]
         own = cfg.wide_payoff == "own"
         self.wide = [SparseDense(int(labels.size), use_bias=own, kernel_initializer="zeros",
