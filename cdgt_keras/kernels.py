@@ -12,8 +12,6 @@
 - `payoff_grad()`: the `CdgtPayoffGrad` op (payoff_grad.cc): the gradient of the shipped preset's payoff and rarity
   parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
   gradient kernels (`cdgt_keras.payoff_grad`).
-- `payoff_values()`: the `CdgtPayoffValues` op (payoff_values.cc): those payoff and rarity parts' values in one pass,
-  each row's sums in double (within float32 rounding of TensorFlow's ops; no update reads them).
 
 Each is None when the library cannot be built; `kernel_status()` says why. The library is built once per
 TensorFlow version, source and machine into a cache directory (`CDGT_KERNEL_CACHE`, else
@@ -38,8 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc", "payoff_grad.cc",
-                                                                 "payoff_values.cc")]
+_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc", "payoff_grad.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
 # -mno-avx512fp16: on a CPU with AVX512-FP16, TensorFlow 2.21's Eigen headers take a half-precision path that g++ 12
 # cannot parse ("expected initializer before '<'" in PacketMathFP16.h); the kernels are float32 and need none of it.
@@ -137,13 +134,6 @@ def payoff_grad() -> Any:
     players, lo, hi), or None as `lazy_adam_rows`."""
     lib = _library()
     return None if lib is None else lib.cdgt_payoff_grad
-
-
-def payoff_values() -> Any:
-    """The `CdgtPayoffValues` op (a callable of fused, labels, rarity, masks, players, lo, hi; returns the payoff
-    and the players' parts), or None as `lazy_adam_rows`."""
-    lib = _library()
-    return None if lib is None else lib.cdgt_payoff_values
 
 
 def kernel_status() -> str:

@@ -3,13 +3,11 @@
 `payoff_and_rarity(y, fused, tables, players)` returns R = -mean(BCE(y, clip(fused))) and, for each player i named,
 its rarity part r_i = mean over the batch of sum over its labels of w_l * y * log(clip(fused)), over L: the values of
 `objectives.payoff(..., "bce")` and `objectives.masked_rarity_part` on `correctness(..., "log_positives") * w`,
-computed by cdgt's `CdgtPayoffValues` kernel in one pass (each row summed in double: within float32 rounding of
-those functions', which are the fallback; no update reads the values, so only the logged figures can move, in their
-last place). Their gradient with respect to `fused` is TensorFlow's twenty-odd element-wise
+computed by those very functions. Their gradient with respect to `fused` is TensorFlow's twenty-odd element-wise
 kernels backward (clip's alone are two comparisons, two zero fills and two selections); cdgt's `CdgtPayoffGrad`
 kernel (`cdgt_keras.kernels`) does it in one pass after TensorFlow's two reciprocals, in the same float32 order, so
 the gradient has the same bits (a test holds it to TensorFlow's). Other payoffs and curiosity forms, and a machine
-without the kernels, keep TensorFlow's ops.
+without the kernel, keep TensorFlow's gradient.
 
     >>> import numpy as np
     >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
@@ -26,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from cdgt_keras import objectives as obj
-from cdgt_keras.kernels import payoff_grad, payoff_values
+from cdgt_keras.kernels import payoff_grad
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,6 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
         out = _values(y, fused, w, masks, players, num_labels)
         return out[0], tuple(out[1:])
     stacked = tf.constant(tables.masks)
-    values_op = payoff_values()
-    live_parts = [i in players for i in range(len(tables.masks))]
 
     @tf.custom_gradient
     @tf.autograph.experimental.do_not_convert
@@ -94,11 +90,7 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
             return op(fused=f, labels=y, inv_p=inv_p, inv_q=inv_q, rarity=w, masks=stacked, scale=scale,
                       player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS)
 
-        if values_op is None:
-            return _values(y, f, w, masks, players, num_labels), gradient
-        payoff, parts = values_op(fused=f, labels=y, rarity=w, masks=stacked, players=tf.constant(live_parts),
-                                  lo=obj.EPS, hi=1.0 - obj.EPS)
-        return (payoff, *(parts[i] for i in players)), gradient
+        return _values(y, f, w, masks, players, num_labels), gradient
 
     out = values(tf.convert_to_tensor(fused, tf.float32))
     return out[0], tuple(out[1:])

@@ -59,18 +59,47 @@ def bfloat16_matmul(x: tf.Tensor, kernel: Any) -> tf.Tensor:
     return tf.cast(product, tf.float32)
 
 
+def bfloat16_backward_matmul(x: tf.Tensor, kernel: Any) -> tf.Tensor:
+    """x [B, K] @ kernel [K, H] in float32, its two gradients' products as `bfloat16_matmul`'s (the upstream
+    gradient, x and the kernel rounded to bfloat16, the products summed in float32, the results rounded).
+
+        >>> x, k = tf.constant([[1.0, 2.0]]), tf.constant([[0.5], [0.25]])
+        >>> bfloat16_backward_matmul(x, k).numpy().tolist()
+        [[1.0]]
+    """
+
+    @tf.custom_gradient
+    def product(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, Any]:
+        def gradient(upstream: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            low = tf.cast(upstream, tf.bfloat16)
+            da = tf.matmul(low, tf.cast(b, tf.bfloat16), transpose_b=True)
+            db = tf.matmul(tf.cast(a, tf.bfloat16), low, transpose_a=True)
+            return tf.cast(da, tf.float32), tf.cast(db, tf.float32)
+
+        return tf.matmul(a, b), gradient
+
+    return product(tf.convert_to_tensor(x, tf.float32), _kernel_tensor(kernel))
+
+
+# A dense input's product in training, by `training_precision` (inference is always float32's).
+PRECISIONS: dict[str, Any] = {"float32": None, "bfloat16": bfloat16_matmul,
+                              "bfloat16_backward": bfloat16_backward_matmul}
+
+
 @keras.saving.register_keras_serializable(package="cdgt")
 class SparseDense(keras.layers.Dense):
     """Dense whose sparse-input product is `sparse_matmul` (dense inputs: Keras' Dense unchanged).
 
-    `training_precision="bfloat16"`: in training, a dense input is multiplied by `bfloat16_matmul`; inference
-    (validation, evaluation, serving) keeps float32, and the weights and their updates are float32 throughout.
+    `training_precision="bfloat16"`: in training, a dense input is multiplied by `bfloat16_matmul`
+    ("bfloat16_backward": `bfloat16_backward_matmul`, the forward product in float32); inference (validation,
+    evaluation, serving) keeps float32, and the weights and their updates are float32 throughout.
     """
 
     def __init__(self, *args: Any, training_precision: str = "float32", **kwargs: Any):
         super().__init__(*args, **kwargs)
-        if training_precision not in ("float32", "bfloat16"):
-            raise ValueError(f"training_precision={training_precision!r} is not allowed; expected float32 or bfloat16")
+        if training_precision not in PRECISIONS:
+            raise ValueError(f"training_precision={training_precision!r} is not allowed; expected one of "
+                             f"{', '.join(PRECISIONS)}")
         self.training_precision = training_precision
 
     def get_config(self) -> dict[str, Any]:
@@ -78,9 +107,9 @@ class SparseDense(keras.layers.Dense):
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         if not isinstance(inputs, tf.SparseTensor):
-            if not (training and self.training_precision == "bfloat16"):
+            if not training or self.training_precision == "float32":
                 return super().call(inputs, training=training)
-            x = bfloat16_matmul(inputs, self.kernel)
+            x = PRECISIONS[self.training_precision](inputs, self.kernel)
         else:
             x = sparse_matmul(inputs, self.kernel)
         if self.bias is not None:

@@ -1,5 +1,6 @@
 """head_precision="bfloat16": the players' output products round their inputs and kernels to bfloat16 in a training
-step only; inference is float32 to the bit, the weights stay float32, and a model trains on it."""
+step only ("bfloat16_backward": the gradients' products only); inference is float32 to the bit, the weights stay
+float32, and a model trains on it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.learning import build_trainable
-from cdgt_keras.sparse import SparseDense, bfloat16_matmul
+from cdgt_keras.sparse import SparseDense, bfloat16_backward_matmul, bfloat16_matmul
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:
@@ -30,6 +31,22 @@ def test_bfloat16_matmul_is_the_product_of_the_rounded_factors() -> None:
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, exact, rtol=2 ** -7, atol=1e-6)  # the result's own bfloat16 rounding
     assert not np.array_equal(got, x @ k)  # it is not float32's product
+
+
+def test_bfloat16_backward_keeps_float32s_product_and_rounds_its_gradients() -> None:
+    x, k = _pair(2)
+    a, b = tf.constant(x), tf.constant(k)
+    upstream = tf.constant(np.random.default_rng(3).normal(size=(5, 3)).astype(np.float32))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([a, b])
+        out = bfloat16_backward_matmul(a, b)
+        loss = tf.reduce_sum(out * upstream)
+    np.testing.assert_array_equal(out.numpy(), tf.matmul(a, b).numpy())
+    da, db = tape.gradient(loss, [a, b])
+    u = _bf16(upstream.numpy()).astype(np.float64)
+    np.testing.assert_allclose(da.numpy(), u @ _bf16(k).astype(np.float64).T, rtol=2 ** -7, atol=1e-6)
+    np.testing.assert_allclose(db.numpy(), _bf16(x).astype(np.float64).T @ u, rtol=2 ** -7, atol=1e-6)
+    assert not np.array_equal(db.numpy(), x.T @ upstream.numpy())
 
 
 def test_the_layer_uses_it_in_training_only_and_its_gradient_flows_to_float32_weights() -> None:
@@ -67,7 +84,7 @@ def test_a_model_trains_in_bfloat16_and_predicts_as_its_float32_twin() -> None:
     base = {"encoder_hidden": (8,), "batch_size": 16, "epochs": 2, "seed": 3, "n_players": 3, "overlap": 0.3,
             "alpha": 2.0, "payoff": "bce", "correctness": "log_positives", "rarity": "inverse_sqrt"}
     models = []
-    for precision in ("bfloat16", "float32"):
+    for precision in ("bfloat16", "float32", "bfloat16_backward"):
         keras.utils.set_random_seed(3)
         model = build_trainable(CDGTConfig(**base, head_precision=precision), y.mean(axis=0))
         heads = [layer for head in model.heads for layer in head.layers if isinstance(layer, SparseDense)]
@@ -76,7 +93,8 @@ def test_a_model_trains_in_bfloat16_and_predicts_as_its_float32_twin() -> None:
                             shuffle=False)
         assert np.isfinite(history.history["loss"]).all()
         models.append(model)
-    low, full = models
+    low, full, backward = models
+    assert not all(np.array_equal(a, b) for a, b in zip(backward.get_weights(), full.get_weights()))
     assert not all(np.array_equal(a, b) for a, b in zip(low.get_weights(), full.get_weights()))  # it trained apart
     full.set_weights(low.get_weights())
     np.testing.assert_array_equal(low.predict(x, verbose=0), full.predict(x, verbose=0))  # inference: float32
