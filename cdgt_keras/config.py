@@ -195,8 +195,9 @@ class CDGTConfig:
     activation: str = "relu"
     # The precision of the players' output products in a training step: "bfloat16" rounds the heads' inputs and
     # kernels to bfloat16 for their matrix products (summed in float32; about half the time on a CPU with AMX or
-    # AVX512-BF16, far slower on one without); "bfloat16_backward" keeps the forward product in float32 and rounds
-    # only the two gradient products; the weights, their updates and every prediction stay float32.
+    # AVX512-BF16; a CPU without either keeps float32, with a warning); "bfloat16_backward" keeps the forward
+    # product in float32 and rounds only the two gradient products; the weights, their updates and every prediction
+    # stay float32.
     head_precision: str = "float32"
     # Text features (TF-IDF fitted on the training split; cdgt_keras/text.py): the vocabulary holds the
     # `vocabulary_size` terms of highest document frequency among those in at least `text_min_df` documents.

@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import keras
@@ -81,6 +83,19 @@ def bfloat16_backward_matmul(x: tf.Tensor, kernel: Any) -> tf.Tensor:
     return product(tf.convert_to_tensor(x, tf.float32), _kernel_tensor(kernel))
 
 
+@functools.cache
+def bfloat16_supported() -> bool:
+    """Whether this CPU has the instructions TensorFlow's oneDNN bfloat16 products run on (AVX512-BF16 or AMX, read
+    from /proc/cpuinfo). Without them a bfloat16 product does not fall back: oneDNN fails to create it and the
+    process dies, so this is read from the CPU's flags, not tried."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = next((line for line in info if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 # A dense input's product in training, by `training_precision` (inference is always float32's).
 PRECISIONS: dict[str, Any] = {"float32": None, "bfloat16": bfloat16_matmul,
                               "bfloat16_backward": bfloat16_backward_matmul}
@@ -101,15 +116,22 @@ class SparseDense(keras.layers.Dense):
             raise ValueError(f"training_precision={training_precision!r} is not allowed; expected one of "
                              f"{', '.join(PRECISIONS)}")
         self.training_precision = training_precision
+        # what the training product runs in here: float32 where the CPU has no bfloat16 kernels (warned once)
+        self.effective_precision = training_precision
+        if training_precision != "float32" and not bfloat16_supported():
+            self.effective_precision = "float32"
+            warnings.warn(f"cdgt: this CPU cannot multiply in bfloat16 (no AVX512-BF16 or AMX kernels); {self.name}'s "
+                          f"training products run in float32 instead of {training_precision!r}", RuntimeWarning,
+                          stacklevel=2)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "training_precision": self.training_precision}
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         if not isinstance(inputs, tf.SparseTensor):
-            if not training or self.training_precision == "float32":
+            if not training or self.effective_precision == "float32":
                 return super().call(inputs, training=training)
-            x = PRECISIONS[self.training_precision](inputs, self.kernel)
+            x = PRECISIONS[self.effective_precision](inputs, self.kernel)
         else:
             x = sparse_matmul(inputs, self.kernel)
         if self.bias is not None:

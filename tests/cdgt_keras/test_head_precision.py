@@ -11,7 +11,11 @@ import tensorflow as tf
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.learning import build_trainable
-from cdgt_keras.sparse import SparseDense, bfloat16_backward_matmul, bfloat16_matmul
+from cdgt_keras.sparse import SparseDense, bfloat16_backward_matmul, bfloat16_matmul, bfloat16_supported
+
+# A bfloat16 product on a CPU without AVX512-BF16 or AMX kills the process (oneDNN has no fallback): those tests need
+# such a CPU; the last test covers the others (the layer falls back to float32 and says so).
+needs_bfloat16 = pytest.mark.skipif(not bfloat16_supported(), reason="this CPU has no bfloat16 matrix instructions")
 
 
 def _bf16(a: np.ndarray) -> np.ndarray:
@@ -24,6 +28,7 @@ def _pair(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=(5, 7)).astype(np.float32), rng.normal(size=(7, 3)).astype(np.float32)
 
 
+@needs_bfloat16
 def test_bfloat16_matmul_is_the_product_of_the_rounded_factors() -> None:
     x, k = _pair()
     exact = _bf16(x).astype(np.float64) @ _bf16(k).astype(np.float64)  # summed exactly, then rounded once
@@ -33,6 +38,7 @@ def test_bfloat16_matmul_is_the_product_of_the_rounded_factors() -> None:
     assert not np.array_equal(got, x @ k)  # it is not float32's product
 
 
+@needs_bfloat16
 def test_bfloat16_backward_keeps_float32s_product_and_rounds_its_gradients() -> None:
     x, k = _pair(2)
     a, b = tf.constant(x), tf.constant(k)
@@ -49,6 +55,7 @@ def test_bfloat16_backward_keeps_float32s_product_and_rounds_its_gradients() -> 
     assert not np.array_equal(db.numpy(), x.T @ upstream.numpy())
 
 
+@needs_bfloat16
 def test_the_layer_uses_it_in_training_only_and_its_gradient_flows_to_float32_weights() -> None:
     x, _ = _pair(1)
     layer = SparseDense(3, activation="sigmoid", training_precision="bfloat16")
@@ -77,6 +84,7 @@ def test_the_layer_keeps_its_precision_in_its_config_and_refuses_others() -> Non
         CDGTConfig(head_precision="float16")
 
 
+@needs_bfloat16
 def test_a_model_trains_in_bfloat16_and_predicts_as_its_float32_twin() -> None:
     rng = np.random.default_rng(0)
     x = tf.sparse.from_dense((rng.random((64, 40)) < 0.1).astype(np.float32))
@@ -98,3 +106,22 @@ def test_a_model_trains_in_bfloat16_and_predicts_as_its_float32_twin() -> None:
     assert not all(np.array_equal(a, b) for a, b in zip(low.get_weights(), full.get_weights()))  # it trained apart
     full.set_weights(low.get_weights())
     np.testing.assert_array_equal(low.predict(x, verbose=0), full.predict(x, verbose=0))  # inference: float32
+
+
+def test_a_cpu_without_bfloat16_kernels_trains_in_float32_and_says_so(monkeypatch) -> None:
+    from cdgt_keras import sparse
+
+    assert isinstance(sparse.bfloat16_supported(), bool)
+    monkeypatch.setattr(sparse, "bfloat16_supported", lambda: False)
+    with pytest.warns(RuntimeWarning, match="cannot multiply in bfloat16.*instead of 'bfloat16_backward'"):
+        layer = SparseDense(3, training_precision="bfloat16_backward")
+    reference = SparseDense(3)
+    x, _ = _pair(4)
+    layer.build((None, 7))
+    reference.build((None, 7))
+    reference.set_weights(layer.get_weights())
+    assert (layer.training_precision, layer.effective_precision) == ("bfloat16_backward", "float32")
+    with tf.GradientTape(persistent=True) as tape:
+        low, full = tf.reduce_sum(layer(tf.constant(x), training=True)), tf.reduce_sum(reference(tf.constant(x)))
+    np.testing.assert_array_equal(tape.gradient(low, layer.kernel).numpy(),
+                                  tape.gradient(full, reference.kernel).numpy())
