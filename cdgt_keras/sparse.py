@@ -116,7 +116,7 @@ class SparseDense(keras.layers.Dense):
             raise ValueError(f"training_precision={training_precision!r} is not allowed; expected one of "
                              f"{', '.join(PRECISIONS)}")
         self.training_precision = training_precision
-        # what the training product runs in here: float32 where the CPU has no bfloat16 kernels (warned once)
+        # what the training product runs in here: float32, with a warning, where the CPU has no bfloat16 kernels
         self.effective_precision = training_precision
         if training_precision != "float32" and not bfloat16_supported():
             self.effective_precision = "float32"
