@@ -82,6 +82,11 @@ def test_the_layer_keeps_its_precision_in_its_config_and_refuses_others() -> Non
         SparseDense(2, training_precision="float16")
     with pytest.raises(ValueError, match="head_precision"):
         CDGTConfig(head_precision="float16")
+    # the config's choices (kept free of TensorFlow for the CLI's help) are the layer's products
+    from cdgt_keras.config import CHOICES
+    from cdgt_keras.sparse import PRECISIONS
+
+    assert CHOICES["head_precision"] == tuple(PRECISIONS)
 
 
 @needs_bfloat16
