@@ -40,6 +40,7 @@ class MLP(keras.layers.Layer):
                                            name=f"{self.name}_dense_{k}"))
             if dropout > 0:
                 self.blocks.append(keras.layers.Dropout(dropout, name=f"{self.name}_dropout_{k}"))
+        self.has_output = output_units is not None
         if output_units is not None:
             init = "zeros" if output_bias is None else keras.initializers.Constant(np.asarray(output_bias, "float32"))
             self.blocks.append(SparseDense(output_units, bias_initializer=init, training_precision=training_precision,
@@ -68,3 +69,12 @@ class MLP(keras.layers.Layer):
         for layer in self.blocks:
             x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
         return x
+
+    def call_columns(self, inputs: Any, columns: Any, training: bool = False) -> Any:
+        """`call` on the output layer's columns `columns` only (the hidden layers run whole)."""
+        if not self.has_output:
+            raise ValueError(f"{self.name} has no output layer to take columns of")
+        x = inputs
+        for layer in self.blocks[:-1]:
+            x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
+        return self.blocks[-1].call_columns(x, columns, training=training)

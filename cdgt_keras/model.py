@@ -24,11 +24,12 @@ from cdgt_keras import objectives as obj
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
-from cdgt_keras.fusion import Fusion
+from cdgt_keras.fusion import Fusion, fusion_weights
 from cdgt_keras.game import Game, GameTerms
 from cdgt_keras.labels import head_tail_split
 from cdgt_keras.layout import PlayerLayout
 from cdgt_keras.sparse import LazyAdam, SparseDense
+from cdgt_keras.turns import build_turns, turn_objective, turns_apply
 
 
 @keras.saving.register_keras_serializable(package="cdgt")
@@ -99,6 +100,10 @@ class CDGTModel(keras.Model):
     def _tables(self, cfg: CDGTConfig) -> None:
         """The game (its constant tables) and the logit adjustment's per-player shifts."""
         self.rules = Game(cfg, self.layout, self.label_freq)
+        # A player's turn fuses and scores its own labels only where that gives J_i's gradient (cdgt_keras.turns)
+        self.turns = build_turns(self.layout, fusion_weights(self.layout, cfg.fusion, cfg.core_weight),
+                                 self.rules.payoff_tables.rarity_w) \
+            if turns_apply(cfg.fusion, self.rules.fused_payoff, self.rules.disagreement_idle) else None
         log_prior = np.log(_floored(self.label_freq))
         self.logit_shift = [tf.constant((cfg.logit_adjustment * log_prior[p]).astype(np.float32))
                             for p in self.layout.player_labels]
@@ -243,6 +248,32 @@ class CDGTModel(keras.Model):
         ctx = [c if j == i else tf.stop_gradient(c) for j, c in enumerate(contexts)]
         return self.rules.player_objective(i, y, self.fusion(fixed, ctx, kernel=True), fixed, beta)
 
+    def turn_objective(self, i: int, y: tf.Tensor | tf.SparseTensor, probs: list[tf.Tensor],
+                       contexts: list[tf.Tensor], beta: tf.Tensor, reran: bool = False) -> tf.Tensor:
+        """What player i's turn differentiates: J_i (`player_objective`) or, where `turns` apply, J_i less R's
+        addends off player i's labels (cdgt_keras.turns: the same gradient from a third of the columns); with
+        `reran`, the players before i are given as `rerun_probs` returned them. `y` may be sparse where turns
+        apply."""
+        if self.turns is None:
+            return self.player_objective(i, y, probs, contexts, beta)
+        fixed = [p if j == i else tf.stop_gradient(p) for j, p in enumerate(probs)]
+        return turn_objective(self.turns, i, y, fixed, self.cdgt_config.alpha, reran)
+
+    def rerun_probs(self, i: int, context: tf.Tensor, x: Any = None) -> tf.Tensor:
+        """Player i's training output after its update, as the players after it read it: whole, or where `turns`
+        apply only on the positions they read (`TurnPlan.rerun`; [B, 0] where none does)."""
+        if self.turns is None:
+            return self.player_probs(i, context, x, training=True)
+        positions = self.turns.rerun[i]
+        if positions is None:
+            return tf.zeros([tf.shape(context)[0], 0])
+        if self.wide[i] is not None:
+            return tf.gather(self.player_probs(i, context, x, training=True), positions, axis=1)
+        logits = self.heads[i].call_columns(context, positions, training=True)
+        if self.cdgt_config.logit_adjustment > 0:
+            logits = logits + tf.gather(self.logit_shift[i], positions)
+        return tf.sigmoid(logits)
+
     def game(self, y: tf.Tensor, probs: list[tf.Tensor], contexts: list[tf.Tensor], beta: tf.Tensor) -> GameTerms:
         """Every term of the game at the given outputs (cdgt_keras.game.GameTerms), differentiable everywhere."""
         return self.rules.terms(y, self.fusion(probs, contexts, kernel=True), probs, beta)
@@ -268,7 +299,7 @@ class CDGTModel(keras.Model):
         x, y = steps.unpack(data, self.num_labels)
         self._ensure_built(x)
         if self.cdgt_config.schedule == "cyclic":
-            terms = steps.cyclic_step(self, x, y)
+            terms = steps.cyclic_step(self, x, y, steps.sparse_labels(data))
         else:
             terms = steps.simultaneous_step(self, x, y)
         return self.record(terms, steps.batch_size(y))

@@ -1,13 +1,15 @@
-"""The shipped preset's payoff and rarity parts, with their gradient in one kernel pass (the same bits).
+"""The shipped preset's payoff and rarity parts, with their gradient in one kernel pass.
 
 `payoff_and_rarity(y, fused, tables, players)` returns R = -mean(BCE(y, clip(fused))) and, for each player i named,
 its rarity part r_i = mean over the batch of sum over its labels of w_l * y * log(clip(fused)), over L: the values of
 `objectives.payoff(..., "bce")` and `objectives.masked_rarity_part` on `correctness(..., "log_positives") * w`,
 computed by those very functions. Their gradient with respect to `fused` is TensorFlow's twenty-odd element-wise
 kernels backward (clip's alone are two comparisons, two zero fills and two selections); cdgt's `CdgtPayoffGrad`
-kernel (`cdgt_keras.kernels`) does it in one pass after TensorFlow's two reciprocals, in the same float32 order, so
-the gradient has the same bits (a test holds it to TensorFlow's). Other payoffs and curiosity forms, and a machine
-without the kernel, keep TensorFlow's gradient.
+kernel (`cdgt_keras.kernels`) does it in one pass, in the same float32 order but for the reciprocals, which it takes
+as IEEE divisions where TensorFlow's vectorised Reciprocal approximates them (within one float32 ulp, tested). So
+its bits on an element do not depend on the tensor's shape: a player's turn on its own labels (cdgt_keras.turns)
+gets the whole objective's gradient to the bit. Other payoffs and curiosity forms, and a machine without the
+kernel, keep TensorFlow's gradient.
 
     >>> import numpy as np
     >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
@@ -57,16 +59,23 @@ def _values(y: tf.Tensor, fused: tf.Tensor, w: tf.Tensor, masks: list[tf.Tensor]
     return (payoff, *(obj.masked_rarity_part(weighted, masks[i], num_labels) for i in players))
 
 
-def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
-                      players: tuple[int, ...]) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
-    """(R, (r_i for i in players)) at `fused` [B, L]; differentiable in `fused`, through the kernel when built."""
+def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, players: tuple[int, ...],
+                      total_labels: int | None = None) -> tuple[tf.Tensor, tuple[tf.Tensor, ...]]:
+    """(R, (r_i for i in players)) at `fused` [B, L]; differentiable in `fused`, through the kernel when built.
+
+    `total_labels`: `fused` holds a block of the L = total_labels labels (a player's own, `cdgt_keras.turns`),
+    and every sum is scaled as over all L: R's addends on the block (-sum(BCE) / (B L)) and the r_i, each with
+    the gradient of the whole (the same bits on the block's columns). Needs the kernel."""
     w = tf.constant(tables.rarity_w)
     masks = [tf.constant(m) for m in tables.masks]
     num_labels, op = tables.num_labels, payoff_grad()
     y = tf.convert_to_tensor(y, tf.float32)
+    if total_labels is not None and op is None:
+        raise ValueError("a block's payoff (total_labels) is scaled as the whole's only by cdgt's kernel, not built")
     if op is None:
         out = _values(y, fused, w, masks, players, num_labels)
         return out[0], tuple(out[1:])
+    total = num_labels if total_labels is None else int(total_labels)
     stacked = tf.constant(tables.masks)
 
     @tf.custom_gradient
@@ -75,7 +84,8 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
         def gradient(d_payoff: tf.Tensor | None, *d_parts: tf.Tensor | None) -> tf.Tensor:
             # R = -mean(BCE) and BCE = -(sum): the gradient reaching each addend of the BCE's sum, as Neg, Mean's
             # (divided by the element count) and Neg give it.
-            count = tf.cast(tf.size(f), tf.float32)
+            count = tf.cast(tf.size(f), tf.float32) if total == num_labels else \
+                tf.cast(tf.shape(f)[0], tf.float32) * float(total)
             scale = -((-_or_zero(d_payoff)) / count)
             # r_i = mean_b(matvec) / L: RealDiv's gradient, then Mean's (divided by the batch size).
             rows = tf.cast(tf.shape(f)[0], tf.float32)
@@ -83,14 +93,14 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables,
             live = [False] * len(tables.masks)
             for i, d in zip(players, d_parts):
                 if d is not None:
-                    per_player[i], live[i] = (d / float(num_labels)) / rows, True
-            clipped = obj._clip(f)
-            inv_p = tf.math.reciprocal(clipped)
-            inv_q = tf.math.reciprocal(1.0 - clipped)
-            return op(fused=f, labels=y, inv_p=inv_p, inv_q=inv_q, rarity=w, masks=stacked, scale=scale,
+                    per_player[i], live[i] = (d / float(total)) / rows, True
+            return op(fused=f, labels=y, rarity=w, masks=stacked, scale=scale,
                       player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS)
 
-        return _values(y, f, w, masks, players, num_labels), gradient
+        out = _values(y, f, w, masks, players, total)
+        if total == num_labels:
+            return out, gradient
+        return (out[0] * (num_labels / total), *out[1:]), gradient
 
     out = values(tf.convert_to_tensor(fused, tf.float32))
     return out[0], tuple(out[1:])

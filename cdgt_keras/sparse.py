@@ -138,6 +138,16 @@ class SparseDense(keras.layers.Dense):
             x = x + self.bias
         return self.activation(x) if self.activation is not None else x
 
+    def call_columns(self, inputs: Any, columns: tf.Tensor, training: bool | None = None) -> Any:
+        """`call` on the output columns `columns` only [B, len(columns)]: the product with those columns of the
+        kernel (a dense float32 input; otherwise the whole output, then the columns)."""
+        if isinstance(inputs, tf.SparseTensor) or (training and self.effective_precision != "float32"):
+            return tf.gather(self.call(inputs, training=training), columns, axis=1)
+        x = tf.matmul(inputs, tf.gather(self.kernel, columns, axis=1))
+        if self.bias is not None:
+            x = x + tf.gather(self.bias, columns)
+        return self.activation(x) if self.activation is not None else x
+
 
 @keras.saving.register_keras_serializable(package="cdgt")
 class InputDropout(keras.layers.Layer):

@@ -1,6 +1,7 @@
-"""cdgt_keras.payoff_grad: the payoff and rarity parts through cdgt's kernel give the values and the gradient bits of
-TensorFlow's ops, a hand-computed gradient, and a whole training run to the same bits; the kernel names what is
-wrong with its inputs; other objectives keep TensorFlow's gradient."""
+"""cdgt_keras.payoff_grad: the payoff and rarity parts through cdgt's kernel give the values of TensorFlow's ops and
+the gradient bits of their formulas (TensorFlow's gradient within its reciprocals' ulp), a hand-computed gradient,
+and a whole training run TensorFlow's road trains within float32's rounding; the kernel names what is wrong with its
+inputs; other objectives keep TensorFlow's gradient."""
 
 from __future__ import annotations
 
@@ -58,14 +59,36 @@ def _value_and_gradient(road, y, f, tables, players, coefs):
     return [v.numpy() for v in values], grad.numpy()
 
 
+def _kernel_by_numpy(y, f, tables, players, coefs) -> np.ndarray:
+    """The kernel's formula element by element in NumPy's float32 (IEEE, no fused multiply-add, as the kernel is
+    compiled): TensorFlow's gradient ops in their order, the reciprocals as divisions."""
+    f, y, one = f.numpy(), y.numpy(), np.float32(1.0)
+    rows, labels = f.shape
+    ga = -((-np.float32(coefs[0])) / np.float32(rows * labels))
+    c, first = np.zeros(labels, np.float32), True
+    for i, d in zip(players, coefs[1:]):
+        term = ((np.float32(d) / np.float32(labels)) / np.float32(rows)) * tables.masks[i]
+        c, first = (term if first else c + term), False
+    c = c * tables.rarity_w
+    keep = (f >= np.float32(obj.EPS)) & (f <= np.float32(1.0 - obj.EPS))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ip, iq = one / f, one / (one - f)
+        s1 = np.where(keep, (ga * y) * ip + -((ga * (one - y)) * iq), np.float32(0))
+        s2 = np.where(keep, (c * y) * ip, np.float32(0))
+    return s1 if first else s1 + s2
+
+
 @pytest.mark.parametrize("players,coefs", [((0, 1, 2), (-0.5, -1.0, -1.0, -1.0)), ((1,), (-0.5, -2.0)),
                                            ((), (-1.0,)), ((2, 0), (0.25, 3.0, -1.5))])
-def test_the_kernel_gives_tensorflows_values_and_gradient_bit_for_bit(op, players, coefs) -> None:
+def test_the_kernel_gives_tensorflows_values_and_its_formulas_gradient_bit_for_bit(op, players, coefs) -> None:
     f, y, tables = _case(np.random.default_rng(len(players)))
     values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
     ref_values, ref_grad = _value_and_gradient(_reference, y, f, tables, players, coefs)
     assert [v.tobytes() for v in values] == [v.tobytes() for v in ref_values]
-    np.testing.assert_array_equal(grad.view(np.int32), ref_grad.view(np.int32))  # every bit, the zeros' signs too
+    by_hand = _kernel_by_numpy(y, f, tables, players, coefs)
+    np.testing.assert_array_equal(grad.view(np.int32), by_hand.view(np.int32))  # every bit, the zeros' signs too
+    # TensorFlow's own gradient differs only by its vectorised Reciprocal's approximation (a float32 ulp or so)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-6, atol=0)
     assert grad[0, 2:5].tolist() == [0.0] * 3 and grad[1, 2:5].tolist() == [0.0] * 3  # clipped: no gradient
 
 
@@ -82,10 +105,10 @@ def test_by_hand(op) -> None:
 def test_the_kernel_names_what_is_wrong(op) -> None:
     f, y, tables = _case(np.random.default_rng(0))
     f, y = f[:2], y[:2]
-    good = {"fused": f, "labels": y, "inv_p": f, "inv_q": f, "rarity": tables.rarity_w, "masks": tables.masks,
+    good = {"fused": f, "labels": y, "rarity": tables.rarity_w, "masks": tables.masks,
             "scale": 1.0, "player_scale": [1.0, 1.0, 1.0], "players": [True, False, True], "lo": 1e-7, "hi": 0.5}
     assert op(**good).shape == (2, 50)
-    cases = [({"labels": tf.zeros([2, 49])}, "input 1 must have the fused probabilities' shape"),
+    cases = [({"labels": tf.zeros([2, 49])}, "labels must have the fused probabilities' shape"),
              ({"rarity": tf.ones([49])}, "rarity must be a vector of 50 weights"),
              ({"masks": tf.ones([3, 49])}, r"masks must be \[players, 50\]"),
              ({"players": [True]}, "one value per player"),
@@ -107,7 +130,9 @@ def test_only_the_shipped_objective_takes_the_kernel(op, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.2])
-def test_a_model_trains_to_the_same_bits_on_either_road(op, monkeypatch, beta) -> None:
+def test_a_model_trains_on_either_road_to_the_same_model(op, monkeypatch, beta) -> None:
+    """The kernel's reciprocals are exact where TensorFlow's approximate within an ulp, so the two roads part at
+    float32's rounding, not more: two epochs of a small model end within 1e-5 of each other."""
     from cdgt_keras.learning import build_trainable
 
     rng = np.random.default_rng(0)
@@ -126,11 +151,11 @@ def test_a_model_trains_to_the_same_bits_on_either_road(op, monkeypatch, beta) -
                             shuffle=False)
         weights.append(model.get_weights())
         logs.append(history.history)
+    moved = 0
     for a, b in zip(*weights):
-        np.testing.assert_array_equal(a, b)
-    # the logged game terms: the same to float32's precision. They are forward means that neither road's update
-    # reads; on CI's TensorFlow 2.21 stack one full-suite run in several logged epoch 2's potential one float32
-    # ulp apart (-1.12522078 against -1.12522066) with every weight above equal to the bit.
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        moved += int(np.any(a != 0))
+    assert moved > 3
     assert logs[0].keys() == logs[1].keys()
     for name in logs[0]:
-        np.testing.assert_allclose(logs[0][name], logs[1][name], rtol=2e-7, atol=0, err_msg=name)
+        np.testing.assert_allclose(logs[0][name], logs[1][name], rtol=1e-5, atol=1e-8, err_msg=name)
