@@ -65,16 +65,17 @@ class MLP(keras.layers.Layer):
         return shape
 
     def call(self, inputs: Any, training: bool = False) -> Any:
-        x = inputs
-        for layer in self.blocks:
-            x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
-        return x
+        return _through(self.blocks, inputs, training)
 
     def call_columns(self, inputs: Any, columns: Any, training: bool = False) -> Any:
         """`call` on the output layer's columns `columns` only (the hidden layers run whole)."""
         if not self.has_output:
             raise ValueError(f"{self.name} has no output layer to take columns of")
-        x = inputs
-        for layer in self.blocks[:-1]:
-            x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
-        return self.blocks[-1].call_columns(x, columns, training=training)
+        return self.blocks[-1].call_columns(_through(self.blocks[:-1], inputs, training), columns, training=training)
+
+
+def _through(layers: list[keras.layers.Layer], x: Any, training: bool) -> Any:
+    """x through `layers` in order, the dropouts told whether this is training."""
+    for layer in layers:
+        x = layer(x, training=training) if isinstance(layer, (keras.layers.Dropout, InputDropout)) else layer(x)
+    return x
