@@ -120,8 +120,10 @@ def largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
     """
     m.sort_indices()
     rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
-    order = np.lexsort((m.indices, -m.data, rows))  # by row, then value descending, then column
-    rank = np.empty(m.nnz, dtype=np.int64)
-    rank[order] = np.arange(m.nnz) - m.indptr[rows[order]]
-    kept = rank < keep
+    kept = np.ones(m.nnz, dtype=bool)
+    long = np.flatnonzero(np.diff(m.indptr)[rows] > keep)  # the entries of rows longer than `keep`: only these rank
+    if long.size:
+        order = long[np.lexsort((m.indices[long], -m.data[long], rows[long]))]  # by row, value descending, column
+        rank = np.arange(order.size) - np.searchsorted(rows[order], rows[order], side="left")
+        kept[order] = rank < keep
     return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)

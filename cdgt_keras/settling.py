@@ -8,10 +8,11 @@ blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu centroids] + nu t
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
 The votes' validation scores are computed once, chunk by chunk, and kept between the tunings as sparse rows (a
 row has the labels of its k neighbours only); the blends are formed here, so the votes' pass over the memory (the
-costly one) is not run again while the next weight is tuned. The model's own answer (every weight at 0) and the
-label tables' scores are dense [n, L]: they are kept too while all of them fit `SCORES_KEPT_BYTES` (deps' 5.9k x
-18.6k, three matrices of 440 MB, are; deps-all's 41k labels are not), else computed again for each tuning, so a
-large label space holds no dense [n, L] matrix beyond a chunk.
+costly one) is not run again while the next weight is tuned. The model's own answer (every weight at 0), that
+answer with the layers tuned so far, and the label tables' scores are dense [n, L]: they are kept too while all of
+them fit `SCORES_KEPT_BYTES` (deps' 5.9k x 18.6k, four matrices of 440 MB, are; deps-all's 41k labels are not), else
+computed again for each tuning, so a large label space holds no dense [n, L] matrix beyond a chunk. Each weight's
+P@5 is counted among a few candidate labels per row, with the full ranking's hits (cdgt_keras.blend_hits).
 
 Example:
     >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
@@ -28,12 +29,14 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
+from cdgt_keras.blend_hits import blend_hits
 from cdgt_keras.centroids import centroid_matrix
 from cdgt_keras.postings import cap_lists
 from cdgt_keras.tail_memory import blend
 
-# Validation's scores [n, L] (the model's own answer, each label table's) are computed once and kept while all of
-# them fit in this many bytes (deps: 3 x 440 MB), else computed again, chunk by chunk, for each weight tuned.
+# Validation's scores [n, L] (the model's own answer, the answer with the layers tuned so far, each label table's)
+# are computed once and kept while all of them fit in this many bytes (deps: 4 x 440 MB), else computed again, chunk
+# by chunk, for each weight tuned.
 SCORES_KEPT_BYTES = 2 << 30
 
 
@@ -41,24 +44,23 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
                 k: int = 5) -> tuple[float, dict[float, float]]:
     """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight.
 
-    `pairs()` yields chunks (model scores [n, L], votes [n, L], labels [n, L]) of the validation split; ties go
-    to the smaller weight, so votes that add nothing stay out. The hits are counted as integers, so two weights
-    with as many hits tie exactly (summed means differed in their last bits, chunk by chunk, and decided ties).
+    `pairs()` yields chunks (model scores [n, L], votes [n, L] dense or scipy sparse, labels [n, L]) of the
+    validation split; ties go to the smaller weight, so votes that add nothing stay out. The hits are counted as
+    integers, so two weights with as many hits tie exactly (summed means differed in their last bits, chunk by
+    chunk, and decided ties); each blend is ranked among a few candidate labels per row, with the full ranking's
+    hits (cdgt_keras.blend_hits).
 
     Example:
         >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
         >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5, 0.9), k=1)
         (0.5, {0.0: 0.0, 0.5: 1.0, 0.9: 1.0})
     """
-    from cdgt_keras.metrics import precision_at_k
-
     grid = sorted({float(w) for w in grid})
     hits, total = dict.fromkeys(grid, 0), 0
     for scores, votes, truth in pairs():
-        n = scores.shape[0]
-        total += n
-        for w in grid:  # P@k of a chunk is its hits / (n k): a whole number of hits, rounded back from the mean
-            hits[w] += round(n * k * precision_at_k(truth, blend(scores, votes, w), k))
+        total += scores.shape[0]
+        for w, found in blend_hits(scores, votes, truth, grid, k).items():  # ranked among candidates, exactly
+            hits[w] += found
     table = {w: hits[w] / (k * max(total, 1)) for w in grid}
     best = max(grid, key=lambda w: (table[w], -w))
     return best, table
@@ -85,22 +87,27 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     starts = range(0, val_x.shape[0], rows)
     layers = [layer for layer, _ in voters] + [layer for layer, _ in tables]
     tuned: list[tuple[Any, Callable[[int], np.ndarray]]] = []  # each layer tuned so far, its scores of a chunk
-    # the model's own answer, scored once when validation's scores fit SCORES_KEPT_BYTES, else for each weight tuned
-    kept_bytes = (1 + len(tables)) * val_x.shape[0] * model.num_labels * np.dtype(np.float32).itemsize
+    # the model's own answer, scored once when validation's scores fit SCORES_KEPT_BYTES, else for each weight
+    # tuned; kept with it, the answer with the layers tuned so far (each layer blended in once, not once a tuning)
+    kept_bytes = (2 + len(tables)) * val_x.shape[0] * model.num_labels * np.dtype(np.float32).itemsize
     bare: dict[int, np.ndarray] | None = {} if kept_bytes <= SCORES_KEPT_BYTES else None
+    blended: dict[int, tuple[int, np.ndarray]] = {}  # start -> (how many layers of `tuned` it has, the scores)
 
     def chunks() -> Iterator[tuple[int, np.ndarray, Any]]:
         """(start, the model's answer with the layers tuned so far, labels), chunk by chunk of validation."""
         for start in starts:
-            if bare is not None and start in bare:
+            done, scores = blended.get(start, (0, None))
+            if scores is None and bare is not None and start in bare:
                 scores = bare[start]
-            else:
+            elif scores is None:
                 scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
                 if bare is not None:
                     bare[start] = scores
-            for layer, scored in tuned:
+            for layer, scored in tuned[done:]:
                 w = float(layer.weight.numpy())
-                scores = blend(scores, scored(start), w) if w > 0.0 else scores
+                scores = blend(scores, _dense(scored(start)), w) if w > 0.0 else scores
+            if bare is not None:
+                blended[start] = (len(tuned), scores)
             yield start, scores, sp.csr_matrix(val_y[start:start + rows])
 
     tables_p5: list[dict[float, float]] = []
@@ -108,8 +115,8 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         score = _scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
         held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
 
-        def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> np.ndarray:
-            return held[start].toarray()
+        def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> sp.csr_matrix:
+            return held[start]
 
         tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid))
         tuned.append((votes, scored))
@@ -125,7 +132,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 part = val_x[start:start + rows]
                 own = bare[start] if bare is not None and start in bare else _bare_scores(model, layers, part,
                                                                                           batch_size)
-                yield own, [scored(start) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
+                yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
     return tables_p5[0] if tables_p5 else {}
@@ -212,6 +219,11 @@ def _bare_scores(model: Any, layers: list[Any], x: Any, batch_size: int) -> np.n
         for layer, (w, tail_w) in zip(layers, weights):
             layer.weight.assign(w)
             layer.tail_weight.assign(tail_w)
+
+
+def _dense(scores: Any) -> np.ndarray:
+    """A chunk's scores as a dense array (the votes are held sparse)."""
+    return scores.toarray() if sp.issparse(scores) else scores
 
 
 def _scorer(layer: Callable[[Any], Any]) -> Callable[[Any, int], np.ndarray]:

@@ -75,12 +75,12 @@ def test_tune_weight_by_hand() -> None:
 
 def test_tune_weight_ties_are_exact_whatever_chunk_the_hits_fall_in(monkeypatch) -> None:
     # Chunks of 3, 7 and 11 rows at P@5; weight 0 hits once in the last chunk, weight 0.5 once in the first: one
-    # hit each, a tie (to 0). Summed as n * (hits / (n k)) the two came to 0.19999999999999998 and 0.2.
-    from cdgt_keras import metrics
+    # hit each, a tie (to 0). Summed as n * (hits / (n k)) the two came to 0.19999999999999998 and 0.2; the hits
+    # are counted as integers.
+    from cdgt_keras import settling
 
-    hits = {(3, 0.0): 0, (7, 0.0): 0, (11, 0.0): 1, (3, 0.5): 1, (7, 0.5): 0, (11, 0.5): 0}
-    monkeypatch.setattr(metrics, "precision_at_k",
-                        lambda truth, blended, k: hits[(truth.shape[0], float(blended[0, 0]))] / (truth.shape[0] * k))
+    hits = {3: {0.0: 0, 0.5: 1}, 7: {0.0: 0, 0.5: 0}, 11: {0.0: 1, 0.5: 0}}
+    monkeypatch.setattr(settling, "blend_hits", lambda scores, votes, truth, grid, k: hits[truth.shape[0]])
     chunks = [(np.zeros((n, 6)), np.ones((n, 6)), sp.csr_matrix((n, 6))) for n in (3, 7, 11)]
     best, table = tune_weight(lambda: chunks, (0.0, 0.5), k=5)
     assert best == 0.0 and table[0.0] == table[0.5] == 1 / 105
