@@ -35,7 +35,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "encoder_optimizer": ("adam", "adagrad", "rmsprop"),
     "early_stopping_metric": ("payoff", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
                               "ndcg_at_5"),
-    "wide": ("none", "all", "tail"),
+    "wide": ("none", "all", "tail", "head"),
     "wide_payoff": ("joint", "own"),
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
@@ -134,7 +134,8 @@ class CDGTConfig:
     head_hidden: tuple[int, ...] = (256,)
     shared_encoder: bool = True
     # "all" / "tail": every player / every player but the head player (player 1) adds a linear map of the raw
-    # input to its logits (wide & deep), which can memorise rare keyword -> label links.
+    # input to its logits (wide & deep), which can memorise rare keyword -> label links; "head": the head player
+    # alone (its frequent labels are where linear one-vs-rest and trees rank best).
     wide: str = "none"
     # The wide parts' learning rate (0: the player's). A linear map of L2-normalised sparse rows needs weights far
     # larger than a hidden layer's, so it wants a larger step than the deep parts.

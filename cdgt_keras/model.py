@@ -371,5 +371,6 @@ def _prior_odds(freq: np.ndarray) -> np.ndarray:
 
 
 def _is_wide(config: CDGTConfig, player: int) -> bool:
-    """Whether player `player` (0-based) has a wide (linear on the raw input) part: `wide` all, or tail = not 0."""
-    return config.wide == "all" or (config.wide == "tail" and player > 0)
+    """Whether player `player` (0-based) has a wide (linear on the raw input) part: `wide` all, tail (not 0) or
+    head (0 alone)."""
+    return config.wide == "all" or (config.wide == "tail" and player > 0) or (config.wide == "head" and player == 0)

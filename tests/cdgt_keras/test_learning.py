@@ -75,6 +75,14 @@ def test_wide_players_add_a_linear_part_that_is_theirs():
         model.player_probs(1, model.contexts(x)[1])
 
 
+def test_wide_head_gives_the_head_player_alone_a_linear_part():
+    x, y = _data()
+    model = CDGTModel(CDGTConfig(n_players=3, wide="head", encoder_hidden=(8,), head_hidden=()), y.mean(0) + 1e-3)
+    model(x[:2])
+    assert [w is None for w in model.wide] == [False, True, True]
+    assert any("player1_wide" in v.path for v in model.player_variables(0))
+
+
 def test_an_epoch_of_a_small_split_is_at_least_min_steps_per_epoch():
     import scipy.sparse as sp
 
