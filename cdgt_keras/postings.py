@@ -5,9 +5,10 @@ The neighbour votes (cdgt_keras.neighbours) and the label centroids (cdgt_keras.
 reads every one of M's entries for every chunk of queries: millions at 10^4-10^5 labels or rows, whatever the query.
 A document has tens of features, and the entries of those features (their posting lists, `splits[f]` to
 `splits[f + 1]`) are what its answer needs; reading those alone makes a one-row query cost what its features' lists
-hold. For a chunk of many rows, with common features, the lists can hold more than M itself, and the plain product
-(one pass, vectorised) is the cheaper road: `product` takes the posting lists when they hold fewer than
-`nnz / READ_RATIO` entries in all, the plain product otherwise. Both give the same scores (a test holds them equal).
+hold. For a chunk of many rows, with common features, the lists can hold most of M, and the plain product (one
+pass, no gathers) is the cheaper road: `product` takes the posting lists when they hold fewer than
+`nnz / READ_RATIO` entries in all, the plain product otherwise. Both roads run the same kernel over M's entries in
+the same order, so they give the same scores to the bit (a test holds them equal).
 
 A cap on the lists' length (`cap_lists`, config.memory_list_cap) bounds what a query reads: each feature keeps its
 `cap` largest entries, so a common word's list (tens of thousands of training rows, each with a small TF-IDF
@@ -30,10 +31,11 @@ import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
 
-# the posting lists are read when they hold fewer than nnz / READ_RATIO entries: an entry read from a list costs
-# about ten times what the plain product spends on one (a probe of one-row queries against deps-all's neighbour
-# memory, 3.6M entries: 188k read from the lists in 6.8 ms, every entry by the plain product in 13.4 ms)
-READ_RATIO = 8
+# the posting lists are read when they hold fewer than nnz / READ_RATIO entries: cutting the lists out costs about
+# half what multiplying their entries costs (a probe of queries against deps-all's neighbour memory, 3.2M entries:
+# a row's 65k in 3.0 ms against 27 ms for all; 32 rows' 0.97M in 42 ms against 68 ms; 128 rows' 1.5M in 176 ms
+# against 249 ms)
+READ_RATIO = 1.5
 
 
 def unit_rows(query: tf.SparseTensor) -> tf.SparseTensor:
@@ -48,19 +50,18 @@ def posting_product(query: tf.SparseTensor, splits: tf.Tensor, entries: tf.Tenso
                     num_columns: int | tf.Tensor) -> tf.Tensor:
     """query [B, F] times the matrix M [F, num_columns] whose entries are (`entries` [nnz, 2] of (feature, column),
     `values` [nnz]) in feature order, feature f's at `splits[f]:splits[f + 1]`: a dense [B, num_columns], reading
-    the query's features' entries only."""
-    rows, features = query.indices[:, 0], query.indices[:, 1]
-    # each query entry's list, gathered in one RaggedGather; the list each read entry came from by a binary search
-    # of the lists' ends (cheaper than expanding the list lengths with tf.repeat)
-    lists = tf.gather(tf.RaggedTensor.from_row_splits(entries, splits, validate=False), features)
-    read = tf.gather(tf.RaggedTensor.from_row_splits(values, splits, validate=False), features).flat_values
-    ends = lists.row_splits[1:]
-    source = tf.searchsorted(ends, tf.range(lists.row_splits[-1], dtype=ends.dtype), side="right")
-    products = read * tf.gather(query.values, source)
-    batch, width = query.dense_shape[0], tf.cast(num_columns, tf.int64)
-    at = tf.gather(rows, source) * width + lists.flat_values[:, 1]
-    flat = tf.math.unsorted_segment_sum(products, at, batch * width)
-    return tf.reshape(flat, tf.stack([batch, width]))
+    the query's features' entries only.
+
+    The lists of the chunk's features (each once, in feature order) are cut out by their positions (one RaggedRange
+    and two gathers) and multiplied as the plain product multiplies all of M: the same kernel over a subset of its
+    entries in the same order, so every score is the plain product's to the bit (the skipped entries only ever
+    added 0). RaggedGather of the lists took three to six times as long (deps-all, one row of real text)."""
+    features = tf.sort(tf.unique(query.indices[:, 1])[0])
+    at = tf.ragged.range(tf.gather(splits, features), tf.gather(splits, features + 1)).flat_values
+    table = tf.SparseTensor(tf.gather(entries, at), tf.gather(values, at),
+                            tf.stack([query.dense_shape[1], tf.cast(num_columns, tf.int64)]))
+    dense = tf.sparse.to_dense(query)
+    return tf.transpose(tf.sparse.sparse_dense_matmul(table, dense, adjoint_a=True, adjoint_b=True))
 
 
 def plain_product(query: tf.SparseTensor, entries: tf.Tensor, values: tf.Tensor, num_features: int | tf.Tensor,
@@ -74,9 +75,9 @@ def plain_product(query: tf.SparseTensor, entries: tf.Tensor, values: tf.Tensor,
 def product(query: tf.SparseTensor, splits: tf.Tensor, entries: tf.Tensor, values: tf.Tensor,
             num_features: int, num_columns: int) -> tf.Tensor:
     """query [B, F] times M [F, num_columns] by the cheaper road for this query (module docstring)."""
-    features = query.indices[:, 1]
-    read = tf.reduce_sum(tf.gather(splits, features + 1) - tf.gather(splits, features))
-    return tf.cond(read * READ_RATIO < tf.shape(values, out_type=tf.int64)[0],
+    features = tf.unique(query.indices[:, 1])[0]
+    read = tf.cast(tf.reduce_sum(tf.gather(splits, features + 1) - tf.gather(splits, features)), tf.float64)
+    return tf.cond(read * READ_RATIO < tf.cast(tf.shape(values, out_type=tf.int64)[0], tf.float64),
                    lambda: posting_product(query, splits, entries, values, num_columns),
                    lambda: plain_product(query, entries, values, num_features, num_columns))
 

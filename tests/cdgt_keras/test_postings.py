@@ -56,6 +56,25 @@ def test_both_roads_equal_the_dense_product(rows):
     for got in (posting, plain, chosen):
         assert got.shape == (rows, m.shape[1])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(posting, plain)  # one kernel, the same entries in the same order: to the bit
+
+
+def test_the_roads_agree_to_the_bit_on_a_memory_of_real_sizes():
+    """Long lists, 700 features and 3,000 columns, queries of one to 64 rows sharing features in any order."""
+    rng = np.random.default_rng(3)
+    m = sp.random(700, 3000, density=0.02, format="csr", random_state=3, dtype=np.float32)
+    m.data = rng.random(m.nnz).astype(np.float32)
+    m.sort_indices()
+    feature = np.repeat(np.arange(700, dtype=np.int64), np.diff(m.indptr))
+    splits, values = tf.constant(m.indptr.astype(np.int64)), tf.constant(m.data)
+    entries = tf.constant(np.stack([feature, m.indices.astype(np.int64)], axis=1))
+    for rows in (1, 7, 64):
+        q = sp.random(rows, 700, density=0.05, format="csr", random_state=rows, dtype=np.float32)
+        query = postings.unit_rows(to_sparse_tensor(q))
+        posting = postings.posting_product(query, splits, entries, values, 3000).numpy()
+        plain = postings.plain_product(query, entries, values, 700, 3000).numpy()
+        np.testing.assert_array_equal(posting, plain)
+        np.testing.assert_allclose(posting, tf.sparse.to_dense(query).numpy() @ m.toarray(), rtol=1e-5, atol=1e-6)
 
 
 def test_product_reads_the_posting_lists_only_when_they_hold_few_of_the_entries(monkeypatch):
@@ -65,7 +84,7 @@ def test_product_reads_the_posting_lists_only_when_they_hold_few_of_the_entries(
     monkeypatch.setattr(postings, "posting_product", lambda *a: (taken.append("postings"), real_posting(*a))[1])
     monkeypatch.setattr(postings, "plain_product", lambda *a: (taken.append("plain"), real_plain(*a))[1])
     one = sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 40), dtype=np.float32)  # one feature: its list alone
-    every = sp.csr_matrix(np.ones((4, 40), np.float32))  # every feature in four rows: 4 x nnz entries to read
+    every = sp.csr_matrix(np.ones((4, 40), np.float32))  # every feature: all of M's entries to read
     assert m.indptr[4] - m.indptr[3] < m.nnz / postings.READ_RATIO
     postings.product(to_sparse_tensor(one), splits, entries, values, 40, 25)
     postings.product(to_sparse_tensor(every), splits, entries, values, 40, 25)
