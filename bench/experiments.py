@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from cdgt.bench.methods import PEERS, resolve
 from cdgt.bench.runner import RunSpec
+from cdgt.pipeline.datasets import DATASETS, parse_name
+from cdgt_keras.text import TEXT_CONFIG_FIELDS
 
 BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
 SMALL = ("yeast", "emotions", "bibtex", "corel5k")
@@ -63,6 +65,19 @@ RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]
                   f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
 
+# Rows measured before round 28 (2026-11-29, fourth session) on the text sets (debtags, deps, deps-all): their
+# features had no parts of compound identifiers (`libfoo-dev` -> `libfoo`, `dev`). The dense and sparse sets have
+# no text, so there the option changes nothing and their rows keep their names.
+_F27 = "text_identifier_parts=false"
+
+
+def _on_f27(name: str) -> str:
+    """`name` on the text features before round 28, canonically spelled:
+    "omikuji" -> "omikuji[text_identifier_parts=false]"."""
+    inner = f"{name[:-1]},{_F27}]" if name.endswith("]") else f"{name}[{_F27}]"
+    return resolve(inner).name
+
+
 # Rows measured before round 23 (2026-11-28, fifth session), when `recommended` kept every entry of its memories'
 # posting lists (on the sets whose lists are all shorter than the cap, yeast, emotions, bibtex, delicious, the same
 # model to the bit).
@@ -80,7 +95,7 @@ _WIDE_NET = "dropout=0.5,early_stopping_metric=p_at_1,encoder_hidden=1024,head_h
 _MLP = _WIDE_NET
 # The preset shipped before the prior biases (session of 2026-11-23), and the tail tools measured on top of it.
 _SHIPPED_1024 = f"{_PREVIOUS},{_WIDE_NET},epochs=10,learning_rate=0.006,min_steps_per_epoch=100"
-LEARNER = (
+_LEARNER_F27 = (
     f"cdgt[{_PREVIOUS},payoff=weighted_bce]",
     f"cdgt[{_PREVIOUS},payoff=weighted_bce,dropout=0.5,early_stopping_metric=psp_at_5,learning_rate=0.003,"
     "lr_schedule=cosine,warmup_fraction=0.05]",
@@ -139,13 +154,25 @@ LEARNER = (
     f"recommended[{_R20}]",
     # Round 21 (2026-11-28, third): the step warmed up over the first 5 % of the steps.
     f"recommended[{_R22}]",
-    # Round 23 (2026-11-28, fifth): the input-space memories' posting lists capped at 5,000 (today's `recommended`).
+    # Round 23 (2026-11-28, fifth): the input-space memories' posting lists capped at 5,000.
     "recommended",
     f"bce[{_MLP},epochs=15,learning_rate=0.002]",
     f"bce[{_MLP},epochs=15,learning_rate=0.002,wide=all]",
     f"bce[{_MLP},epochs=15,learning_rate=0.006]",
     f"bce[{_MLP},epochs=10,learning_rate=0.015]",
 )
+# Every row above ran on the features before round 28; round 28 added the parts of compound identifiers (today's
+# `recommended`, the row after round 23's).
+_AT_F27 = [_on_f27(name) for name in _LEARNER_F27]
+LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], "recommended",
+           *_AT_F27[_LEARNER_F27.index("recommended") + 1:])
+
+
+_MAIN = ("recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
+         f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
+         f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
+         f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
+         "cdgt", *BASELINES, *PEERS)
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -158,11 +185,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         # only data whose labels name training records); `label_text=false`, the one before (the label texts); with
         # `tail_memory=shared`, the one before that (the tail's own weights); with `neighbour_space=input` too, the
         # one before that (deps' three seeds, deps-all's row)
-        ("recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
-         f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
-         f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
-         f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
-         "cdgt", *BASELINES, *PEERS)),
+        # On the text sets every row before round 28 also names the features it ran on (`_F27`).
+        (*_MAIN, *(_on_f27(name) for name in _MAIN))),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
         "on the row before it, from the preset shipped before this work to the 1024-unit preset), then the tail tools "
@@ -233,7 +257,14 @@ def expand(experiment: Experiment, *, datasets: Sequence[str] | None = None, met
         for name in methods or experiment.methods:
             method = resolve(name)
             row = method.name
+            if methods is None and not _has_text(dataset) and set(dict(method.overrides)) & set(TEXT_CONFIG_FIELDS):
+                continue  # a row of the text sets' features: on a set without text it is another row's run
             if epochs is not None and "early_stopping_patience=0" not in row:
                 method = method.with_overrides(epochs=epochs)
             specs += [RunSpec(dataset, method, seed, row) for seed in range(seeds or experiment.seeds)]
     return specs
+
+
+def _has_text(dataset: str) -> bool:
+    """Whether `dataset` (a registered name or its -R variant) is featurized from text."""
+    return DATASETS[parse_name(dataset)[0]].format == "debian"

@@ -1,13 +1,13 @@
 """`cdgt bench features`: which text choices measure best, on a text data set, with a fast peer on every choice.
 
 Each setting is a set of the featurizer's text options (`text_ngrams`, `text_min_df`, `text_sublinear_tf`,
-`vocabulary_size`); the same built splits are featurized under each and the peer (Omikuji by default) is trained
-and scored on them, thresholds tuned on validation with the shipped rule. One JSON per (setting, seed) in
-OUTPUT/features/.
+`text_identifier_parts`, `vocabulary_size`); the same built splits are featurized under each and the peer
+(Omikuji by default) is trained and scored on them, thresholds tuned on validation with the shipped rule. One JSON
+per (setting, seed) in OUTPUT/features/.
 
 Example:
-    >>> SETTINGS["unigram-20k"]
-    {'text_ngrams': 1, 'text_min_df': 1, 'text_sublinear_tf': False, 'vocabulary_size': 20000}
+    >>> SETTINGS["unigram-20k"]["text_ngrams"], SETTINGS["bigram-100k-sublinear-parts"]["text_identifier_parts"]
+    (1, True)
 """
 
 from __future__ import annotations
@@ -21,13 +21,18 @@ from cdgt.bench.verdicts import md_table
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import HEADLINE_METRICS
 
+_PLAIN = {"text_identifier_parts": False}
 SETTINGS: dict[str, dict[str, Any]] = {
-    "unigram-20k": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": False, "vocabulary_size": 20000},
+    "unigram-20k": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": False, "vocabulary_size": 20000,
+                    **_PLAIN},
     "unigram-20k-sublinear": {"text_ngrams": 1, "text_min_df": 1, "text_sublinear_tf": True,
-                              "vocabulary_size": 20000},
-    "bigram-100k": {"text_ngrams": 2, "text_min_df": 2, "text_sublinear_tf": False, "vocabulary_size": 100000},
+                              "vocabulary_size": 20000, **_PLAIN},
+    "bigram-100k": {"text_ngrams": 2, "text_min_df": 2, "text_sublinear_tf": False, "vocabulary_size": 100000,
+                    **_PLAIN},
     "bigram-100k-sublinear": {"text_ngrams": 2, "text_min_df": 2, "text_sublinear_tf": True,
-                              "vocabulary_size": 100000},
+                              "vocabulary_size": 100000, **_PLAIN},
+    "bigram-100k-sublinear-parts": {"text_ngrams": 2, "text_min_df": 2, "text_sublinear_tf": True,
+                                    "vocabulary_size": 100000, "text_identifier_parts": True},
 }
 KEYS = tuple(HEADLINE_METRICS)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdgt_keras.config import CDGTConfig, parse_assignments
+from cdgt_keras.text import TEXT_CONFIG_FIELDS
 
 PEERS = ("omikuji", "omikuji_bonsai", "libmultilabel", "libmultilabel_tree")  # cdgt.bench.peers.PEERS
 
@@ -113,8 +114,10 @@ def resolve(name: str) -> Method:
         raise ValueError(f"unknown method {name!r}; bases: {sorted(BASES)} (overrides as cdgt[alpha=0.3])")
     base, args = match["base"], match["args"] or ""
     assignments = [a.replace(":", ",") for a in args.split(",") if a.strip()]
-    if assignments and BASES[base].kind != "cdgt":
-        raise ValueError(f"method {name!r}: peers take no overrides")
+    peer_fields = {a.split("=", 1)[0].strip() for a in assignments} - set(TEXT_CONFIG_FIELDS)
+    if BASES[base].kind != "cdgt" and peer_fields:
+        raise ValueError(f"method {name!r}: a peer takes only the text features' options "
+                         f"({', '.join(TEXT_CONFIG_FIELDS)}), not {', '.join(sorted(peer_fields))}")
     reference = base_config(base)
     try:
         typed = parse_assignments(assignments)

@@ -77,7 +77,7 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
 
         if not available(spec.method.kind):
             return "unavailable"
-    data = load_dataset(spec.dataset, root, cache_dir)
+    data = load_dataset(spec.dataset, root, cache_dir, spec.method.config())
     _import_libraries(spec.method.kind)
     with peak_rss() as memory:
         body = _run_cdgt(spec, data) if spec.method.kind == "cdgt" else _run_peer(spec, data)

@@ -206,6 +206,9 @@ class CDGTConfig:
     text_ngrams: int = 2  # 1 = unigrams, 2 = unigrams + word bigrams, ...
     text_min_df: int = 2
     text_sublinear_tf: bool = True  # tf = 1 + ln(count) instead of the count
+    # Also the parts of compound tokens as terms (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`): a package
+    # or file name's affixes (`-dev`, `-doc`, `python3-`) become features shared across names.
+    text_identifier_parts: bool = True
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"
     min_threshold_positives: int = 5

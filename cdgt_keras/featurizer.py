@@ -1,6 +1,7 @@
 """Raw input -> model features, fitted on the training split: one definition for every path.
 
-- text (`text`): TF-IDF (cdgt_keras.text: identifier-keeping tokens, n-grams, sublinear tf, smoothed idf, L2 rows);
+- text (`text`): TF-IDF (cdgt_keras.text: identifier-keeping tokens, n-grams, the parts of compound identifiers,
+  sublinear tf, smoothed idf, L2 rows);
 - dense (`features`): z-score per dimension with the training split's mean and population variance (a constant
   dimension is only centred), `z_score`, the same op the TFX Transform applies with tf.Transform's statistics;
 - sparse (`feature_ids` + `feature_values`): passed through as given.

@@ -5,7 +5,8 @@ graph (with the vocabulary and document frequencies from tf.Transform analyzers)
 SavedModel (raw strings in):
 
 - `tokens`: lower-cased tokens that keep identifiers (`c++`, `x11`, `gtk3`, `python3`, `real-time`, `c#`), then
-  word n-grams up to `ngrams` joined by a space;
+  word n-grams up to `ngrams` joined by a space, then (with `identifier_parts`) the parts of compound identifiers
+  (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`), so a name's affixes are features of their own;
 - `unique_per_row`: each document's distinct terms (what document frequency counts);
 - `smoothed_idf`: idf = ln((1 + n) / (1 + df)) + 1 (scikit-learn's and tf.Transform's smoothed IDF);
 - `tfidf`: term ids -> L2-normalised rows of tf x idf, tf = 1 + ln(count) (sublinear) or the count.
@@ -40,6 +41,11 @@ import scipy.sparse as sp
 _SEPARATORS = r"[^\pL\pN_+#.\-]+"
 _EDGE_PUNCTUATION = r"^[.\-]+|[.\-]+$"  # "editor." -> "editor", "--help" -> "help"; "c++" and "c#" stay
 _HAS_WORD = r".*[\pL\pN].*"
+_PART_SEPARATORS = r"[.\-_]+"  # inside a token: `libfoo-dev`, `e.g`, `snake_case`
+
+
+# The CDGTConfig fields the text featurizer reads (TextOptions.from_config): what decides a text set's features.
+TEXT_CONFIG_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "text_identifier_parts")
 
 
 @dataclass(frozen=True)
@@ -50,15 +56,24 @@ class TextOptions:
     sublinear_tf: bool = True
     min_df: int = 2
     max_features: int = 100_000
+    identifier_parts: bool = True
 
     @classmethod
     def from_config(cls, config: Any) -> TextOptions:
         return cls(ngrams=config.text_ngrams, sublinear_tf=config.text_sublinear_tf, min_df=config.text_min_df,
-                   max_features=config.vocabulary_size)
+                   max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts)
 
 
-def tokens(texts: Any, ngrams: int = 2) -> Any:
-    """Terms of a [B] or [B, 1] string tensor: a tf.RaggedTensor [B, None] of unigrams, then bigrams, ..."""
+def tokens(texts: Any, ngrams: int = 2, identifier_parts: bool = False) -> Any:
+    """Terms of a [B] or [B, 1] string tensor: a tf.RaggedTensor [B, None] of unigrams, then bigrams, ..., then
+    (`identifier_parts`) the parts of each compound token.
+
+    Example:
+        >>> import tensorflow as tf
+        >>> terms = tokens(tf.constant(["libfoo-dev for gtk3"]), ngrams=1, identifier_parts=True)
+        >>> [t.decode() for t in terms.flat_values.numpy()]
+        ['libfoo-dev', 'for', 'gtk3', 'libfoo', 'dev', 'gtk', '3']
+    """
     import tensorflow as tf
 
     text = tf.strings.lower(tf.reshape(texts, [-1]), encoding="utf-8")
@@ -66,9 +81,30 @@ def tokens(texts: Any, ngrams: int = 2) -> Any:
     words = words.with_flat_values(tf.strings.regex_replace(words.flat_values, _EDGE_PUNCTUATION, ""))
     words = tf.ragged.boolean_mask(words, words.with_flat_values(
         tf.strings.regex_full_match(words.flat_values, _HAS_WORD)))
-    if ngrams <= 1:
-        return words
-    return tf.strings.ngrams(words, ngram_width=list(range(1, ngrams + 1)), separator=" ")
+    terms = words if ngrams <= 1 else tf.strings.ngrams(words, ngram_width=list(range(1, ngrams + 1)),
+                                                        separator=" ")
+    if not identifier_parts:
+        return terms
+    return tf.concat([terms, _identifier_parts(words)], axis=1)
+
+
+def _identifier_parts(words: Any) -> Any:
+    """The parts of each compound token of `words` ([B, None]), split at `-`, `.` and `_` and where letters meet
+    digits; tokens of one part add nothing. A tf.RaggedTensor [B, None]."""
+    import tensorflow as tf
+
+    spaced = tf.strings.regex_replace(words.flat_values, _PART_SEPARATORS, " ")
+    spaced = tf.strings.regex_replace(spaced, r"(\pL)(\pN)", r"\1 \2")
+    spaced = tf.strings.regex_replace(spaced, r"(\pN)(\pL)", r"\1 \2")
+    parts = tf.strings.split(spaced)  # [tokens, parts]
+    compound = parts.row_lengths() > 1
+    parts = tf.ragged.boolean_mask(parts, compound)
+    owner = tf.boolean_mask(words.value_rowids(), compound)  # the document of each compound token
+    flat = parts.flat_values
+    keep = tf.strings.regex_full_match(flat, _HAS_WORD)
+    return tf.RaggedTensor.from_value_rowids(tf.boolean_mask(flat, keep),
+                                             tf.boolean_mask(tf.gather(owner, parts.value_rowids()), keep),
+                                             nrows=words.nrows())
 
 
 def unique_per_row(terms: Any) -> Any:
@@ -143,7 +179,8 @@ class TextFeaturizer:
         texts = _strings(texts)
         counts: Counter[str] = Counter()
         for start in range(0, len(texts), batch_size):
-            terms = unique_per_row(tokens(texts[start:start + batch_size], options.ngrams))
+            terms = unique_per_row(tokens(texts[start:start + batch_size], options.ngrams,
+                                           options.identifier_parts))
             counts.update(t.decode("utf-8") for t in terms.flat_values.numpy())
         vocabulary = select_vocabulary(counts, options.min_df, options.max_features)
         if not vocabulary:
@@ -177,7 +214,7 @@ class TextFeaturizer:
 
     def tensor(self, texts: Any) -> Any:
         """A [B] string tensor -> tf.SparseTensor [B, width] (graph-safe; what serving runs)."""
-        terms = tokens(texts, self.options.ngrams)
+        terms = tokens(texts, self.options.ngrams, self.options.identifier_parts)
         ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
         import tensorflow as tf
 
@@ -203,4 +240,6 @@ class TextFeaturizer:
         vocabulary, df = list(payload["vocabulary"]), np.asarray(payload["document_frequency"], np.int64)
         if len(vocabulary) != df.size:
             raise ValueError(f"text featurizer: {len(vocabulary)} vocabulary entries but {df.size} frequencies")
-        return cls(TextOptions(**payload["options"]), vocabulary, df, int(payload["num_documents"]))
+        # A featurizer saved before `identifier_parts` existed made no parts: it keeps making none.
+        options = TextOptions(**{"identifier_parts": False, **payload["options"]})
+        return cls(options, vocabulary, df, int(payload["num_documents"]))

@@ -26,14 +26,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cdgt_keras.text import TEXT_CONFIG_FIELDS
+
 DATA_ROOT = "data_root"
 TRAINER_CONFIG = "trainer_custom_config"
 EXAMPLE_GEN_ID = "ImportExampleGen"
 SHARD_CHECK_ID = "ShardCheck"
 TRAINER_ID = "CdgtTrainer"
 # Config fields that pipeline.py hands to Transform and LabelStatsGen at compile time, not to the Trainer.
-COMPILE_TIME_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "head_fraction",
-                       "tail_fraction", "psp_a", "psp_b")
+COMPILE_TIME_FIELDS = (*TEXT_CONFIG_FIELDS, "head_fraction", "tail_fraction", "psp_a", "psp_b")
 
 
 def component(pipeline: Any, component_id: str) -> Any:

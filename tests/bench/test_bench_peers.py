@@ -14,6 +14,7 @@ from cdgt.bench.memory import peak_rss
 from cdgt.bench.methods import PEERS, resolve
 from cdgt.bench.report import write_report
 from cdgt.bench.runner import RunSpec, run
+from cdgt_keras.config import CDGTConfig
 
 MIB = 1 << 20
 
@@ -41,17 +42,49 @@ def test_peak_rss_samples_where_the_high_water_mark_cannot_be_reset(tmp_path, mo
     assert sampled.peak_rss_mib - sampled.start_rss_mib >= 95
 
 
-def test_peer_names_resolve_and_take_no_overrides():
+def test_peer_names_resolve_and_take_only_the_text_options():
     from cdgt.bench.peers import PEERS as PEER_METHODS
     from cdgt.bench.peers import peer
 
     assert set(PEERS) == set(PEER_METHODS) >= {"omikuji_bonsai", "libmultilabel_tree"}
     assert resolve("omikuji_bonsai").kind == "omikuji_bonsai"
     assert "cluster_k=100, cluster_balanced=False, max_depth=3" in peer("omikuji_bonsai").settings
-    with pytest.raises(ValueError, match="peers take no overrides"):
+    with pytest.raises(ValueError, match=r"a peer takes only the text features' options .* not max_depth"):
         resolve("omikuji_bonsai[max_depth=2]")
+    with pytest.raises(ValueError, match="not alpha"):
+        resolve("omikuji[text_ngrams=1,alpha=0.3]")
+    flipped = not CDGTConfig().text_identifier_parts
+    method = resolve(f"omikuji[text_identifier_parts={str(flipped).lower()},text_ngrams=1]")
+    assert method.name == f"omikuji[text_identifier_parts={str(flipped).lower()},text_ngrams=1]"
+    assert method.config().text_identifier_parts is flipped and method.config().text_ngrams == 1
     with pytest.raises(ValueError, match="unknown peer 'bonsai'"):
         peer("bonsai")
+
+
+def test_a_runs_text_options_decide_the_features_it_gets(tmp_path, monkeypatch):
+    """`omikuji[text_ngrams=1]` and `recommended[text_ngrams=1]` are featurized under their own options, cached apart
+    from the default features; a dense or sparse set ignores them."""
+    from cdgt.bench import datasets, runner
+
+    built = []
+
+    def fake_built(name, root, cache_dir, options):
+        built.append(options)
+        return datasets.BenchData(name, {})
+
+    monkeypatch.setattr(datasets, "_built", fake_built)
+    monkeypatch.setattr(datasets, "_LOADED", {})
+    tmp_path.joinpath("data").mkdir()
+    for name in ("recommended[text_ngrams=1]", "omikuji[text_ngrams=1]", "omikuji", "recommended"):
+        datasets.load_dataset("debtags", tmp_path / "data", tmp_path / "cache", resolve(name).config())
+    assert [options["text_ngrams"] for options in built] == [1, CDGTConfig().text_ngrams]
+    assert built[0] == datasets.feature_options(CDGTConfig().replace(text_ngrams=1))
+
+    seen = []
+    monkeypatch.setattr(runner, "load_dataset", lambda name, root, cache, features: seen.append(features) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        runner.run(RunSpec("debtags", resolve("rarity_bce[text_min_df=3]"), 0), tmp_path / "results")
+    assert seen[0].text_min_df == 3
 
 
 @pytest.fixture(scope="module")

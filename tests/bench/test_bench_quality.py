@@ -117,30 +117,34 @@ SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,th
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
-    from cdgt.bench.experiments import LEARNER
-
     # the learner grid measured each tail tool under explicit overrides on the preset shipped before (1024 units);
     # the shipped preset is its row with prior biases and 512 units, stopping early on P@5, so its explicit
     # spelling resolves to the preset's name and shares its runs; round 5 added the neighbour votes, round 7 the
     # label centroids, round 11 the votes in the encoder's space beside the input's, round 12 the tail's own
     # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out, round 18 added the
-    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap
-    finalist = resolve(next(row for row in LEARNER if row.endswith("prior_bias=true,encoder_hidden=512]")))
-    assert finalist.name.startswith("cdgt[") and "recommended" in LEARNER
+    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap; every
+    # row before round 28 ran on text features without the parts of compound identifiers
+    from cdgt.bench.experiments import _LEARNER_F27, LEARNER, _on_f27
+
+    finalist = resolve(_on_f27(next(r for r in _LEARNER_F27 if r.endswith("prior_bias=true,encoder_hidden=512]"))))
+    assert finalist.name.startswith("cdgt[") and LEARNER.index("recommended") > LEARNER.index(finalist.name)
     # Keras' epsilon, before round 20
-    eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,memory_list_cap=0,warmup_fraction=0.0"
-    assert f"recommended[{eps7},centroid_features=0,label_text=false,neighbours=0]" in LEARNER
-    assert f"recommended[{eps7},label_text=false]" in LEARNER  # round 12's preset
-    assert f"recommended[{eps7}]" in LEARNER  # round 18's preset
-    assert "recommended[memory_list_cap=0,warmup_fraction=0.0]" in LEARNER  # round 20's preset
-    assert "recommended[memory_list_cap=0]" in LEARNER  # round 21's preset, the row before today's
+    eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,memory_list_cap=0"
+    f27 = "text_identifier_parts=false"
+    eps7 = f"{eps7},{f27},warmup_fraction=0.0"
+    assert resolve(f"recommended[{eps7},centroid_features=0,label_text=false,neighbours=0]").name in LEARNER
+    assert resolve(f"recommended[{eps7},label_text=false]").name in LEARNER  # round 12's preset
+    assert resolve(f"recommended[{eps7}]").name in LEARNER  # round 18's preset
+    assert resolve(f"recommended[memory_list_cap=0,{f27},warmup_fraction=0.0]").name in LEARNER  # round 20's preset
+    assert resolve(f"recommended[memory_list_cap=0,{f27}]").name in LEARNER  # round 21's preset
+    assert LEARNER[LEARNER.index("recommended") - 1] == f"recommended[{f27}]"  # round 23's, the row before today's
     shipped = CDGTConfig.preset("recommended")
     assert shipped == finalist.config().replace(early_stopping_metric="p_at_5", neighbours=30,
                                                   neighbour_space="both", centroid_features=300,
                                                   tail_memory="own", label_text=True, label_documents=True,
                                                   validation_objective=False, adam_epsilon=5.98e-5,
                                                   adam_epsilon_per_label=True, warmup_fraction=0.05,
-                                                  memory_list_cap=5000)
+                                                  memory_list_cap=5000, text_identifier_parts=True)
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped

@@ -108,6 +108,15 @@ def test_tokens_keep_identifiers_and_bigrams():
     assert "c++ c#" in words and "real-time e.g" in words and len(words) == 9 + 8
 
 
+def test_identifier_parts_follow_the_terms_and_leave_them_unchanged():
+    text = tf.constant(["libfoo-dev: python3 bindings for x11 (1.81.0)", "plain words", ""])
+    plain = tokens(text, ngrams=2).to_list()
+    parted = [[t.decode() for t in row] for row in tokens(text, ngrams=2, identifier_parts=True).to_list()]
+    assert [row[:len(p)] for row, p in zip(parted, plain)] == [[t.decode() for t in p] for p in plain]
+    assert parted[0][len(plain[0]):] == ["libfoo", "dev", "python", "3", "x", "11", "1", "81", "0"]
+    assert parted[1:] == [["plain", "words", "plain words"], []]
+
+
 def test_tfidf_does_not_pad_texts_to_the_longest():
     """One 100k-character text among 2,000 short ones: a fixed-width str array would take 0.8 GB; the object array stays
     small, and the long text's counts are all there."""

@@ -5,7 +5,7 @@ tf.Transform's Beam analyzers) and the exported model's preprocessing (serving/p
 from __future__ import annotations
 
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ TRAIN = [
 ]
 TEST = ["a c++ text editor for x11", "unknown words only", "", "Python3 GTK3 real-time real-time editor.",
         "café recipe editor"]
-OPTIONS = TextOptions(ngrams=2, sublinear_tf=True, min_df=2, max_features=12)
+OPTIONS = TextOptions(ngrams=2, sublinear_tf=True, min_df=2, max_features=12, identifier_parts=False)
 
 
 def _tft_transform(raw_train: list[dict], raw_test: list[dict], spec: dict, config: dict) -> list[dict]:
@@ -65,15 +65,18 @@ def _rows(transformed: list[dict], width: int) -> np.ndarray:
     return dense
 
 
-def test_text_features_agree_on_every_path():
-    fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), OPTIONS)
+@pytest.mark.parametrize("options", [OPTIONS, replace(OPTIONS, identifier_parts=True, max_features=20)],
+                         ids=["tokens", "identifier-parts"])
+def test_text_features_agree_on_every_path(options: TextOptions):
+    fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), options)
     fast = fit.transform(np.array(TEST, dtype=object))
     assert sp.issparse(fast) and fast.shape == (len(TEST), fit.width)
     assert {"c++", "gtk3", "python3", "real-time", "x11", "text editor"} <= set(fit.text.vocabulary)
+    assert ({"gtk", "python", "real", "time"} <= set(fit.text.vocabulary)) == options.identifier_parts
 
     transformed, vocabulary = _tft_transform(
         [{"text": t} for t in TRAIN], [{"text": t} for t in TEST], {"text": tf.io.FixedLenFeature([], tf.string)},
-        {"feature_kind": "text", "text": asdict(OPTIONS)})
+        {"feature_kind": "text", "text": asdict(options)})
     assert vocabulary == fit.text.vocabulary  # the same terms in the same order, so the ids agree
     np.testing.assert_allclose(_rows(transformed, fit.width), fast.toarray(), atol=1e-6)
 
@@ -101,6 +104,15 @@ def test_dense_features_agree_on_every_path():
 def test_featurizer_round_trips_through_json():
     fit = Featurizer.fit("text", TRAIN, OPTIONS)
     again = Featurizer.from_dict(fit.to_dict())
+    assert (again.transform(TEST) != fit.transform(TEST)).nnz == 0
+
+
+def test_a_featurizer_saved_before_identifier_parts_keeps_making_none():
+    fit = Featurizer.fit("text", TRAIN, replace(OPTIONS, identifier_parts=False))
+    payload = fit.to_dict()
+    del payload["text"]["options"]["identifier_parts"]  # what a featurizer saved before the option holds
+    again = Featurizer.from_dict(payload)
+    assert again.text.options.identifier_parts is False
     assert (again.transform(TEST) != fit.transform(TEST)).nnz == 0
 
 
