@@ -92,8 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     feats = commands.add_parser(
         "features", help="which text choices measure best (a peer or CD-GTMLL trained on each featurization)",
         description="Featurize a text data set under each setting of the text options (n-grams, minimum document "
-                    "frequency, sublinear tf, vocabulary size), train a peer (or a CD-GTMLL method) on each and "
-                    "print the test metrics; one JSON per setting in OUTPUT/features/ (a rerun reuses them).")
+                    "frequency, sublinear tf, identifier parts, vocabulary size), train a peer (or a CD-GTMLL "
+                    "method) on each and print the test metrics; one JSON per setting in OUTPUT/features/ (a rerun "
+                    "reuses them).")
     feats.add_argument("--dataset", default="debtags", metavar="NAME", help="a text data set (default debtags)")
     feats.add_argument("--peer", default="omikuji", metavar="METHOD",
                        help="omikuji (default), libmultilabel, or a CD-GTMLL method such as recommended or "
