@@ -163,6 +163,10 @@ class CDGTConfig:
     # (cosine of the shared encoder's output: the learned space, computed from the trained encoder), or "both" (two
     # sets of votes, the input's then the encoder's, each weight tuned on validation with the ones before it in).
     neighbour_space: str = "input"
+    # The encoder's space keeps its training rows projected to this many dimensions (their leading singular
+    # directions, fitted on the training split when the memory is filled), so that a query reads [N, dims] instead
+    # of [N, width]: the neighbours are those of the projected cosines. 0: the full width, exact.
+    encoder_memory_dims: int = 0
     # The memories in the input's space (the training rows of the input's votes, the label centroids, the label
     # texts) keep at most this many entries per feature, the largest: a one-row query then reads at most that many
     # per word of it, and its scores are partial sums of the exact cosines (cdgt_keras/postings.py). 0: all, exact.
@@ -184,6 +188,9 @@ class CDGTConfig:
     # with label_text.
     label_documents: bool = False
     label_text_weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    # The k of the validation P@k that each memory layer's weight (the votes', the centroids', the label texts') is
+    # tuned on: 5 weighs the top five alike, 1 the first label alone.
+    memory_tuning_k: int = 5
     # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
     # centroids with the weights picked on validation P@5; "own", the tail labels (the `tail_fraction` rarest) then
     # get weights of their own, picked on validation Rare-F1 under the threshold rule among those that keep
@@ -300,6 +307,8 @@ class CDGTConfig:
         _check(self.vocabulary_size >= 2, "vocabulary_size", self.vocabulary_size, "an integer >= 2")
         _check(1 <= self.text_ngrams <= 3, "text_ngrams", self.text_ngrams, "1, 2 or 3")
         _check(self.text_min_df >= 1, "text_min_df", self.text_min_df, "an integer >= 1")
+        _check(self.memory_tuning_k >= 1, "memory_tuning_k", self.memory_tuning_k, "an integer >= 1")
+        _check(self.encoder_memory_dims >= 0, "encoder_memory_dims", self.encoder_memory_dims, "an integer >= 0")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
         _check(0.0 <= self.input_dropout < 1.0, "input_dropout", self.input_dropout, "a number in [0, 1)")
         _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")

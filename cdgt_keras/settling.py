@@ -1,9 +1,10 @@
 """Settling a trained model's memory: remember the training split in its neighbour votes and label centroids (and
-the label texts, cdgt_keras.label_text), then tune each one's share of the answer on validation P@5 (the votes'
-weight first, then the centroids' with the votes in, then the label texts' with both in), as `cdgt_keras.model`
-blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu centroids] + nu texts (with votes in two spaces,
-`neighbour_space="both"`, the encoder's votes blend in after the input's, their weight tuned second). With
-`tail_memory="own"` the tail labels then get weights of their own, on validation Rare-F1 (cdgt_keras.tail_memory).
+the label texts, cdgt_keras.label_text), then tune each one's share of the answer on validation P@k (k the
+config's `memory_tuning_k`, 5 by default; the votes' weight first, then the centroids' with the votes in, then the
+label texts' with both in), as `cdgt_keras.model` blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu
+centroids] + nu texts (with votes in two spaces, `neighbour_space="both"`, the encoder's votes blend in after the
+input's, their weight tuned second). With `tail_memory="own"` the tail labels then get weights of their own, on
+validation Rare-F1 (cdgt_keras.tail_memory).
 
 Every path that trains (`cdgt_keras.training.fit_model`, the TFX Trainer) calls `settle` once after training.
 The votes' validation scores are computed once, chunk by chunk, and kept between the tunings as sparse rows (a
@@ -77,6 +78,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the caller
     has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
     voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features, centroids)
+    k = model.cdgt_config.memory_tuning_k
     if not voters and not tables:
         return {}
     for votes, space in voters:
@@ -118,12 +120,12 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> sp.csr_matrix:
             return held[start]
 
-        tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid))
+        tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k))
         tuned.append((votes, scored))
     for table, table_grid in tables:
         # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
         scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
-        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid)
+        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k)
         tuned.append((table, scored))
     if model.cdgt_config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
@@ -195,10 +197,11 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
 
 
 def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],
-          grid: Iterable[float]) -> dict[float, float]:
+          grid: Iterable[float], k: int) -> dict[float, float]:
     """Set `layer.weight` (its share of the model's answer) to the best of `grid` on the blends of `pairs` (as in
-    tune_weight); returns (and keeps in `layer.tuning`, for whoever reports the run) validation P@5 per weight."""
-    best, table = tune_weight(pairs, grid)
+    tune_weight); returns (and keeps in `layer.tuning`, for whoever reports the run) validation P@k per weight, k
+    the config's `memory_tuning_k`."""
+    best, table = tune_weight(pairs, grid, k=k)
     layer.weight.assign(best)
     layer.tuning = table
     return table

@@ -182,7 +182,8 @@ def test_encoder_space_votes_use_the_encoders_output(tmp_path) -> None:
         CDGTConfig(neighbour_space="encoder", encoder_hidden=())
 
 
-def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path) -> None:
+@pytest.mark.parametrize("k", [5, 1])
+def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path, k: int) -> None:
     import keras
 
     from cdgt_keras.learning import build_trainable
@@ -192,7 +193,7 @@ def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_bef
     grid = (0.0, 0.3, 0.6, 0.9)
     keras.utils.set_random_seed(0)  # an untrained model: its initial weights decide whether the votes earn a share
     config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=3, neighbour_weights=grid,
-                        neighbour_space="both")
+                        neighbour_space="both", memory_tuning_k=k)
     model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
     model.build((None, x.shape[1]))
     assert model.neighbours.shape == MemoryShape.of(x, y)  # the input's space
@@ -210,12 +211,12 @@ def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_bef
     v_enc = _reference_votes(encode(x), y.toarray(), encode(val_x), 3)
     truth = val_y.toarray()
 
-    def p_at_5(base: np.ndarray, votes: np.ndarray) -> list[float]:
-        return [precision_at_k(truth, (1 - w) * base + w * votes, 5) for w in grid]
+    def p_at_k(base: np.ndarray, votes: np.ndarray) -> list[float]:  # the config's memory_tuning_k
+        return [precision_at_k(truth, (1 - w) * base + w * votes, k) for w in grid]
 
-    np.testing.assert_allclose([table[w] for w in grid], p_at_5(plain, v_in), atol=1e-9)
+    np.testing.assert_allclose([table[w] for w in grid], p_at_k(plain, v_in), atol=1e-9)
     with_input_votes = (1 - w_in) * plain + w_in * v_in
-    np.testing.assert_allclose([model.encoder_neighbours.tuning[w] for w in grid], p_at_5(with_input_votes, v_enc),
+    np.testing.assert_allclose([model.encoder_neighbours.tuning[w] for w in grid], p_at_k(with_input_votes, v_enc),
                                atol=1e-9)
     for got, tuning in ((w_in, table), (w_enc, model.encoder_neighbours.tuning)):
         assert got == pytest.approx(max(grid, key=lambda w: (tuning[w], -w)))  # the best, the smaller on a tie
@@ -226,3 +227,63 @@ def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_bef
     path = str(tmp_path / "m.keras")
     model.save(path)
     np.testing.assert_allclose(np.asarray(keras.saving.load_model(path)(to_sparse_tensor(val_x))), want, atol=1e-5)
+
+
+def _projected_reference(train: np.ndarray, query: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """numpy: unit rows, the training rows' leading `dims` right singular vectors, both sides mapped onto them."""
+    unit = train / np.maximum(np.linalg.norm(train, axis=1, keepdims=True), 1e-12)
+    basis = np.linalg.svd(unit, full_matrices=False)[2][:dims].T
+    q = query / np.maximum(np.linalg.norm(query, axis=1, keepdims=True), 1e-12)
+    return unit @ basis, q @ basis
+
+
+@pytest.mark.parametrize("dims", [3, 2])
+def test_a_projected_dense_memory_votes_by_the_projected_cosines(dims: int) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)) @ rng.normal(size=(3, 8))  # rank 3 in 8 dimensions
+    _, y = _data()
+    query = rng.normal(size=(5, 3)) @ rng.normal(size=(3, 8))
+    shape = MemoryShape.of(sp.csr_matrix(np.ones((40, 2))), y).in_space(8, dims)
+    assert (shape.num_features, shape.projected_from) == (dims, 8)
+    assert MemoryShape.of(sp.csr_matrix(np.ones((40, 2))), y).in_space(8, 8).projected_from == 0  # nothing to cut
+    layer = NeighbourVotes(shape, num_labels=6, k=5)
+    layer.remember(x, y)
+    assert layer.x_dense.shape == (40, dims) and layer.projection.shape == (8, dims)
+    got = layer(tf_constant(query)).numpy()
+    train_low, query_low = _projected_reference(x, query, dims)
+    np.testing.assert_allclose(got, _reference_votes(train_low, y.toarray(), query_low, 5), atol=1e-5)
+    if dims == 3:  # the rows span 3 dimensions: the projection keeps every cosine, so the exact votes
+        np.testing.assert_allclose(got, _reference_votes(x, y.toarray(), query, 5), atol=1e-5)
+
+
+def test_the_encoders_memory_projected_in_the_model_saves_and_loads(tmp_path) -> None:
+    import keras
+
+    from cdgt_keras.learning import build_trainable
+
+    x, y = _data()
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_weights=(0.0, 0.5),
+                        neighbour_space="encoder", encoder_memory_dims=4)
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
+    model.build((None, x.shape[1]))
+    assert model.neighbours.shape == MemoryShape.of(x, y).in_space(8, 4)
+    settle(model, x, y, x, y, (0.0, 0.5), batch_size=16, rows=24)
+    model.neighbours.weight.assign(0.5)
+    embedded = np.asarray(model.shared_encoder(to_sparse_tensor(x), training=False))
+    query = embedded[:6]
+    train_low, query_low = _projected_reference(embedded, query, 4)
+    want = _reference_votes(train_low, y.toarray(), query_low, 5)
+    np.testing.assert_allclose(model.neighbours(query).numpy(), want, atol=1e-5)
+    answer = np.asarray(model(to_sparse_tensor(x[:6])))
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), answer, atol=1e-6)
+    with pytest.raises(ValueError, match="encoder_memory_dims"):
+        CDGTConfig(encoder_memory_dims=-1)
+
+
+def tf_constant(rows: np.ndarray):
+    import tensorflow as tf
+
+    return tf.constant(rows, tf.float32)
