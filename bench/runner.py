@@ -195,11 +195,12 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
     body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
-    # each memory layer's weight tuned on validation, and validation P@5 under each weight; the tail's own weight
-    # (-1: the shared one) and what validation said of it (tail_memory="own")
+    # each memory layer's weight tuned on validation, and validation P@k under each weight (k: memory_tuning_k, in
+    # the key); the tail's own weight (-1: the shared one) and what validation said of it (tail_memory="own")
+    tuned_on = f"validation_p_at_{config.memory_tuning_k}"
     for layer, _ in model.memory_layers():
         body[layer.name] = {"weight": float(layer.weight.numpy()), "tail_weight": float(layer.tail_weight.numpy()),
-                            "validation_p_at_5": {str(w): p for w, p in layer.tuning.items()}}
+                            tuned_on: {str(w): p for w, p in layer.tuning.items()}}
     if getattr(model, "tail_choice", None) is not None:
         body["tail_memory"] = dataclasses.asdict(model.tail_choice)
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],

@@ -91,7 +91,7 @@ class LabelCentroids(keras.layers.Layer):
         # where each feature's entries start (its posting list: cdgt_keras.postings), and the end
         self.splits = self.add_weight(shape=(self.num_features + 1,), dtype="int64", name="splits", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
-        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
+        self.tuning: dict[float, float] = {}  # validation P@k per weight (k: memory_tuning_k), set by settle
         # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
         self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
                                            initializer=keras.initializers.Constant(-1.0))

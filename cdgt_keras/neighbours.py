@@ -129,7 +129,7 @@ class NeighbourVotes(keras.layers.Layer):
         self.y_splits = self.add_weight(shape=(s.num_train + 1,), dtype="int64", name="y_splits", **frozen)
         self.y_ids = self.add_weight(shape=(s.labels_nnz,), dtype="int64", name="y_ids", **frozen)
         self.weight = self.add_weight(shape=(), dtype="float32", name="weight", **frozen)
-        self.tuning: dict[float, float] = {}  # validation P@5 per weight, set by cdgt_keras.settling.settle
+        self.tuning: dict[float, float] = {}  # validation P@k per weight (k: memory_tuning_k), set by settle
         # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
         self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
                                            initializer=keras.initializers.Constant(-1.0))

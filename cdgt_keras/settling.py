@@ -70,13 +70,13 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
            batch_size: int = 256, rows: int = 2048, label_features: Any = None,
            centroids: Any = None) -> dict[float, float]:
-    """Remember the training split in the model's memory and tune what it adds on validation (P@5, in chunks of
-    `rows`): each set of neighbour votes' weight over `grid`, in the order the answer blends them, with the ones
-    before it in (returns the first's validation P@5 per weight), then, with the votes in, the label centroids'
-    weight over the config's `centroid_weights` (cdgt_keras.centroids), then the label texts' over
-    `label_text_weights` (`label_features`, [L, F]: cdgt_keras.label_text); with `tail_memory="own"`, last, the
-    tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the caller
-    has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
+    """Remember the training split in the model's memory and tune what it adds on validation (P@k, k the config's
+    `memory_tuning_k`, in chunks of `rows`): each set of neighbour votes' weight over `grid`, in the order the answer
+    blends them, with the ones before it in (returns the first's validation P@k per weight), then, with the votes
+    in, the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids), then the label
+    texts' over `label_text_weights` (`label_features`, [L, F]: cdgt_keras.label_text); with `tail_memory="own"`,
+    last, the tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the
+    caller has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
     voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features, centroids)
     k = model.cdgt_config.memory_tuning_k
     if not voters and not tables:
@@ -112,7 +112,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 blended[start] = (len(tuned), scores)
             yield start, scores, sp.csr_matrix(val_y[start:start + rows])
 
-    tables_p5: list[dict[float, float]] = []
+    first_tables: list[dict[float, float]] = []
     for votes, space in voters:
         score = _scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
         held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
@@ -120,7 +120,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> sp.csr_matrix:
             return held[start]
 
-        tables_p5.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k))
+        first_tables.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k))
         tuned.append((votes, scored))
     for table, table_grid in tables:
         # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
@@ -137,7 +137,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
-    return tables_p5[0] if tables_p5 else {}
+    return first_tables[0] if first_tables else {}
 
 
 def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any,

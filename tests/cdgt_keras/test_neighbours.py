@@ -239,6 +239,8 @@ def _projected_reference(train: np.ndarray, query: np.ndarray, dims: int) -> tup
 
 @pytest.mark.parametrize("dims", [3, 2])
 def test_a_projected_dense_memory_votes_by_the_projected_cosines(dims: int) -> None:
+    import tensorflow as tf
+
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3)) @ rng.normal(size=(3, 8))  # rank 3 in 8 dimensions
     _, y = _data()
@@ -249,7 +251,7 @@ def test_a_projected_dense_memory_votes_by_the_projected_cosines(dims: int) -> N
     layer = NeighbourVotes(shape, num_labels=6, k=5)
     layer.remember(x, y)
     assert layer.x_dense.shape == (40, dims) and layer.projection.shape == (8, dims)
-    got = layer(tf_constant(query)).numpy()
+    got = layer(tf.constant(query, tf.float32)).numpy()
     train_low, query_low = _projected_reference(x, query, dims)
     np.testing.assert_allclose(got, _reference_votes(train_low, y.toarray(), query_low, 5), atol=1e-5)
     if dims == 3:  # the rows span 3 dimensions: the projection keeps every cosine, so the exact votes
@@ -281,9 +283,3 @@ def test_the_encoders_memory_projected_in_the_model_saves_and_loads(tmp_path) ->
     np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), answer, atol=1e-6)
     with pytest.raises(ValueError, match="encoder_memory_dims"):
         CDGTConfig(encoder_memory_dims=-1)
-
-
-def tf_constant(rows: np.ndarray):
-    import tensorflow as tf
-
-    return tf.constant(rows, tf.float32)
