@@ -191,6 +191,11 @@ class CDGTConfig:
     # The k of the validation P@k that each memory layer's weight (the votes', the centroids', the label texts') is
     # tuned on: 5 weighs the top five alike, 1 the first label alone.
     memory_tuning_k: int = 5
+    # The label shortlist (cdgt_keras/shortlist.py): a prediction reads the players at the `shortlist` labels the
+    # memories score highest, and every other label scores the memories' part alone (the network's share of it,
+    # at most the product of (1 - weight) over the memory layers, is left out). A one-row query then reads that
+    # many rows of the output layers instead of all L. 0, or no memory: every label, exact.
+    shortlist: int = 0
     # The tail labels' share of the memory (cdgt_keras/tail_memory.py): "shared", every label blends the votes and
     # centroids with the weights picked on validation P@5; "own", the tail labels (the `tail_fraction` rarest) then
     # get weights of their own, picked on validation Rare-F1 under the threshold rule among those that keep
@@ -276,6 +281,7 @@ class CDGTConfig:
                "validation_objective", self.validation_objective, "true while early stopping reads the payoff")
         _check(self.neighbours >= 0, "neighbours", self.neighbours, "an integer >= 0")
         _check(self.memory_list_cap >= 0, "memory_list_cap", self.memory_list_cap, "an integer >= 0")
+        _check(self.shortlist >= 0, "shortlist", self.shortlist, "an integer >= 0")
         _check(self.neighbour_space == "input" or (self.shared_encoder and bool(self.encoder_hidden)),
                "neighbour_space", self.neighbour_space, "'input' unless the encoder is shared and has layers")
         _check(len(self.neighbour_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.neighbour_weights),

@@ -21,6 +21,7 @@ import tensorflow as tf
 from cdgt_keras import centroids as ct
 from cdgt_keras import neighbours as nb  # the module: importable first without a cycle (registration.py)
 from cdgt_keras import objectives as obj
+from cdgt_keras import shortlist as sl
 from cdgt_keras import train_step as steps
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
@@ -94,6 +95,7 @@ class CDGTModel(keras.Model):
         epsilon = cfg.optimizer_epsilon(self.num_labels)
         self.player_optimizers = [_player_optimizer(cfg, i, epsilon) for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
+        self.served_rows: sl.ServedRows | None = None  # the heads' copy for the shortlist's "rows" road
         self._tables(cfg)
         self._trackers(n)
 
@@ -208,12 +210,58 @@ class CDGTModel(keras.Model):
 
     def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
         contexts = self.contexts(inputs, training)
+        if not training and not return_players and self.shortlisted():
+            return self._shortlisted(inputs, contexts)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training)
         if not training:
             for layer, space in self.memory_layers():
                 fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
         return {"fused": fused, "players": probs} if return_players else fused
+
+    def shortlisted(self) -> bool:
+        """Whether predictions read the network at a shortlist of labels (cdgt_keras.shortlist): `shortlist` set
+        below the number of labels, and memories to rank the labels by."""
+        return 0 < self.cdgt_config.shortlist < self.num_labels and bool(self.memory_layers())
+
+    def _shortlisted(self, inputs: Any, contexts: list[tf.Tensor]) -> tf.Tensor:
+        """The answer a * p_hat + m with p_hat read at each row's shortlist alone (cdgt_keras.shortlist)."""
+        batch = tf.shape(contexts[0])[0]
+        shares, scores = [], []
+        for layer, space in self.memory_layers():
+            share = _share(layer, self.tail_mask)
+            query = contexts[0] if space == "encoder" else inputs
+            shares.append(share)
+            scores.append(tf.cond(tf.reduce_max(share) > 0.0, lambda layer=layer, query=query: layer(query),
+                                  lambda: tf.zeros(tf.stack([batch, self.num_labels]))))
+        network_share, part = sl.combine_memories(shares, scores)
+
+        def fused() -> tf.Tensor:
+            return self.fusion([self.player_probs(i, c, inputs) for i, c in enumerate(contexts)], contexts)
+
+        def shortlisted() -> tf.Tensor:
+            ids = sl.candidates(part, self.cdgt_config.shortlist)
+            whole = lambda: tf.gather(fused(), ids, batch_dims=1)  # noqa: E731
+            served = self.served_rows
+            if served is None:
+                return sl.kept(part, network_share, whole(), ids)
+            rows = tf.cast(batch, tf.float32) * float(self.cdgt_config.shortlist * self.layout.slot_index.shape[1])
+            network = tf.cond(rows <= sl.ROWS_FRACTION * self.layout.flat_size,
+                              lambda: served.fused(contexts[0], ids), whole)
+            return sl.kept(part, network_share, network, ids)
+
+        # with every memory weight at 0 (in training, or while `settle` scores the network alone) m orders nothing:
+        # the answer is the players' own, over every label
+        return tf.cond(tf.reduce_min(network_share) < 1.0, shortlisted, fused)
+
+    def prepare_serving(self) -> sl.ServedRows | None:
+        """Make the heads' transposed copy the shortlist's "rows" road reads (cdgt_keras.shortlist), when the model
+        has a shortlist and the road applies to it, and return it (a SavedModel must track it); None otherwise. Call
+        it once the model is trained: the copy does not follow later changes of the heads."""
+        if not self.shortlisted() or not sl.rows_apply(self.cdgt_config, self.wide):
+            return None
+        self.served_rows = sl.ServedRows.of(self.heads, self.layout.slot_index, self.fusion.weights_table.numpy())
+        return self.served_rows
 
     def vote_layers(self) -> list[tuple[nb.NeighbourVotes, str]]:
         """The neighbour votes in the order the answer blends them, each with its space ("input", "encoder")."""
@@ -342,9 +390,15 @@ def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor) -> tf.Te
     """(1 - w) p_hat + w layer(query), w the memory layer's tuned weight (the neighbour votes, the label
     centroids), or its `tail_weight` for the tail labels (`tail`, [L] bool) when that is set (>= 0); the layer is
     not run while both are 0."""
-    w, tail_w = tf.convert_to_tensor(layer.weight), tf.convert_to_tensor(layer.tail_weight)
-    share = tf.where(tail & (tail_w >= 0.0), tail_w, w)  # [L]; equal to w everywhere unless the tail has its own
+    share = _share(layer, tail)
     return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * layer(query), lambda: fused)
+
+
+def _share(layer: Any, tail: tf.Tensor) -> tf.Tensor:
+    """A memory layer's weight per label [L]: its `weight`, or its `tail_weight` on the tail labels when that is
+    set (>= 0)."""
+    w, tail_w = tf.convert_to_tensor(layer.weight), tf.convert_to_tensor(layer.tail_weight)
+    return tf.where(tail & (tail_w >= 0.0), tail_w, w)
 
 
 def _player_optimizer(config: CDGTConfig, player: int, epsilon: float) -> LazyAdam:

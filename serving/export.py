@@ -119,6 +119,10 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
             handle.write("".join(f"{name}\n" for name in label_names))
         module = _ServingModule(model, label_names, thresholds, label_file)
         module.blessing_ids = tf.Variable(ids, trainable=False, name="blessing_ids")
+        prepare = getattr(model, "prepare_serving", None)  # the label shortlist's copy of the heads, if it has one
+        served = prepare() if prepare is not None else None
+        if served is not None:
+            module.served_rows = served
         for name, value in trackables.items():
             setattr(module, name, value)
 
