@@ -165,26 +165,3 @@ def test_shortlist_saves_and_loads_and_is_checked(tmp_path) -> None:
     wide = dataclasses.replace(model.cdgt_config, wide="all")
     from cdgt_keras.shortlist import rows_apply
     assert not rows_apply(wide, [object()]) and rows_apply(model.cdgt_config, model.wide)
-
-
-def test_an_export_serves_the_shortlist_by_the_rows_road(tmp_path, rows_road) -> None:
-    from cdgt.serving.export import export_keras_model
-
-    model, x = _model(shortlist=6)
-    want = np.asarray(model(to_sparse_tensor(x[:3])))
-    path = export_keras_model(model, str(tmp_path / "export"), [f"l{i}" for i in range(LABELS)],
-                              np.full(LABELS, 0.5, np.float32), feature_kind="sparse", input_width=x.shape[1])
-    assert model.served_rows is not None
-    served = tf.saved_model.load(path)
-    assert served.served_rows.kernel.shape == model.served_rows.kernel.shape
-
-    def scores(i: int) -> np.ndarray:
-        row = x[i]
-        out = served.signatures["predict"](feature_ids=tf.constant(row.indices[None].astype(np.int64)),
-                                           feature_values=tf.constant(row.data[None].astype(np.float32)))
-        return out["scores"].numpy()[0]
-
-    for i in range(3):
-        np.testing.assert_allclose(scores(i), want[i], atol=1e-6)
-    served.served_rows.kernel.assign(tf.zeros_like(served.served_rows.kernel))  # what a one-row call reads
-    assert not np.allclose(scores(0), want[0], atol=1e-4)
