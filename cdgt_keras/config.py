@@ -167,6 +167,11 @@ class CDGTConfig:
     # directions, fitted on the training split when the memory is filled), so that a query reads [N, dims] instead
     # of [N, width]: the neighbours are those of the projected cosines. 0: the full width, exact.
     encoder_memory_dims: int = 0
+    # With encoder_memory_dims, the `encoder_memory_rerank` rows nearest by projected cosine are re-scored by their
+    # full-width cosines (the memory then keeps its rows at full width too, read only at those candidates), and the
+    # neighbours are the nearest of those: the exact ones whenever they lie among the candidates. 0: the projected
+    # cosines decide. Without a projection the search is exact already, and this does nothing.
+    encoder_memory_rerank: int = 0
     # The memories in the input's space (the training rows of the input's votes, the label centroids, the label
     # texts) keep at most this many entries per feature, the largest: a one-row query then reads at most that many
     # per word of it, and its scores are partial sums of the exact cosines (cdgt_keras/postings.py). 0: all, exact.
@@ -315,6 +320,8 @@ class CDGTConfig:
         _check(self.text_min_df >= 1, "text_min_df", self.text_min_df, "an integer >= 1")
         _check(self.memory_tuning_k >= 1, "memory_tuning_k", self.memory_tuning_k, "an integer >= 1")
         _check(self.encoder_memory_dims >= 0, "encoder_memory_dims", self.encoder_memory_dims, "an integer >= 0")
+        _check(self.encoder_memory_rerank >= 0, "encoder_memory_rerank", self.encoder_memory_rerank,
+               "an integer >= 0")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
         _check(0.0 <= self.input_dropout < 1.0, "input_dropout", self.input_dropout, "a number in [0, 1)")
         _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")

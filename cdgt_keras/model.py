@@ -81,8 +81,8 @@ class CDGTModel(keras.Model):
         self.label_text = None if not cfg.label_text or memory is None or not memory.label_text_nnz else \
             ct.LabelCentroids(memory.num_features, self.num_labels, memory.label_text_nnz, name="label_text")
         votes = cfg.neighbours and memory is not None
-        encoded = memory.in_space(cfg.encoder_hidden[-1], cfg.encoder_memory_dims) if votes and not memory.dense \
-            else memory
+        encoded = memory.in_space(cfg.encoder_hidden[-1], cfg.encoder_memory_dims, cfg.encoder_memory_rerank) \
+            if votes and not memory.dense else memory
         # The votes in `neighbour_space` ("both": in the input's space here, the encoder's in encoder_neighbours)
         self.neighbours = nb.NeighbourVotes(encoded if cfg.neighbour_space == "encoder" else memory,
                                             self.num_labels, cfg.neighbours, name="neighbours") if votes else None

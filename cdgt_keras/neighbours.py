@@ -51,6 +51,9 @@ class MemoryShape:
     # a dense memory whose rows were given this wide and are kept projected to `num_features` dimensions (their
     # leading singular directions: `project`); 0, kept as given
     projected_from: int = 0
+    # a projected memory that also keeps its rows at full width: the `rerank` rows nearest by projected cosine are
+    # re-scored by their full cosines, and the k nearest of those vote (0: the projected cosines decide)
+    rerank: int = 0
 
     @classmethod
     def of(cls, features: Any, labels: Any, centroid_features: int | None = None,
@@ -91,13 +94,16 @@ class MemoryShape:
         return cls.of(features, labels, config.centroid_features if config.centroid_features else None,
                       label_features if config.label_text else None, centroids, config.memory_list_cap)
 
-    def in_space(self, width: int, dims: int = 0) -> MemoryShape:
+    def in_space(self, width: int, dims: int = 0, rerank: int = 0) -> MemoryShape:
         """The memory of the same rows and labels mapped to a dense space of `width` (e.g. the encoder's); with
-        0 < `dims` < `width`, kept projected to `dims` dimensions (`project`)."""
+        0 < `dims` < `width`, kept projected to `dims` dimensions (`project`), and with `rerank` > 0 at full width
+        as well, to re-score that many candidates exactly (without a projection the search is exact already)."""
         kept = int(dims) if 0 < dims < width else int(width)
+        projected = kept < width
         return MemoryShape(self.num_train, kept, self.num_train * kept, self.labels_nnz, dense=True,
                            centroid_nnz=self.centroid_nnz, label_text_nnz=self.label_text_nnz,
-                           list_cap=self.list_cap, projected_from=int(width) if kept < width else 0)
+                           list_cap=self.list_cap, projected_from=int(width) if projected else 0,
+                           rerank=int(rerank) if projected else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,6 +125,9 @@ class NeighbourVotes(keras.layers.Layer):
             if s.projected_from:  # the map of a query (unit length) onto the kept dimensions
                 self.projection = self.add_weight(shape=(s.projected_from, s.num_features), dtype="float32",
                                                   name="projection", **frozen)
+            if s.rerank:  # the rows at full width (unit length), read only at a query's candidates
+                self.x_full = self.add_weight(shape=(s.num_train, s.projected_from), dtype="float32",
+                                              name="x_full", **frozen)
         else:  # the training rows' entries ordered by feature (the transposed matrix in row-major order), as the
             # (feature, row) index pairs of one SparseTensor: stacking two index vectors at every call copied them
             # all and took three quarters of a one-row query's time (22 ms against 5.6 ms on debtags)
@@ -146,7 +155,7 @@ class NeighbourVotes(keras.layers.Layer):
             x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
             got = MemoryShape(x.shape[0], x.shape[1], x.size, int(y.nnz), dense=True)
             if self.shape.projected_from:
-                got = got.in_space(x.shape[1], self.shape.num_features)
+                got = got.in_space(x.shape[1], self.shape.num_features, self.shape.rerank)
         else:
             x = sp.csr_matrix(features, dtype=np.float32, copy=True)
             x.sum_duplicates()
@@ -162,6 +171,8 @@ class NeighbourVotes(keras.layers.Layer):
             low = x @ basis
             self.projection.assign(basis)
             self.x_dense.assign(low / np.maximum(np.linalg.norm(low, axis=1, keepdims=True), 1e-12))
+            if self.shape.rerank:
+                self.x_full.assign(x)
         elif self.shape.dense:
             self.x_dense.assign(x)
         else:
@@ -205,7 +216,7 @@ class NeighbourVotes(keras.layers.Layer):
             start = i * size
             part = tf.sparse.slice(query, tf.stack([start, 0]), tf.stack([size, width]))
             part = tf.SparseTensor(part.indices, part.values, tf.stack([tf.minimum(batch - start, size), width]))
-            top, docs = tf.math.top_k(self.similarities(part), k=self.k)
+            top, docs = self.reranked(part) if self.shape.rerank else tf.math.top_k(self.similarities(part), k=self.k)
             return i + 1, values.write(tf.cast(i, tf.int32), top), ids.write(tf.cast(i, tf.int32), docs)
 
         arrays = (tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
@@ -227,6 +238,17 @@ class NeighbourVotes(keras.layers.Layer):
             return tf.matmul(rows, self.x_dense, transpose_b=True)
         return postings.product(postings.unit_rows(query), self.x_splits, self.x_entries, self.x_values,
                                 s.num_features, s.num_train)
+
+    def reranked(self, query: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The k nearest rows by full-width cosine among the `shape.rerank` nearest by projected cosine: the
+        similarities [B, k] and row ids [B, k]. A one-row query reads N x dims numbers and rerank x width more,
+        instead of N x width; the k found are the exact k nearest whenever those lie among the candidates."""
+        candidates = min(max(self.shape.rerank, self.k), self.shape.num_train)
+        _, ids = tf.math.top_k(self.similarities(query), k=candidates)  # [B, R]
+        rows = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)  # [B, width]
+        exact = tf.einsum("brw,bw->br", tf.gather(self.x_full, ids), rows)
+        top, at = tf.math.top_k(exact, k=self.k)
+        return top, tf.gather(ids, at, batch_dims=1)
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k}

@@ -283,3 +283,70 @@ def test_the_encoders_memory_projected_in_the_model_saves_and_loads(tmp_path) ->
     np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), answer, atol=1e-6)
     with pytest.raises(ValueError, match="encoder_memory_dims"):
         CDGTConfig(encoder_memory_dims=-1)
+
+
+def _reranked_reference(train: np.ndarray, train_y: np.ndarray, query: np.ndarray, dims: int, rerank: int,
+                        k: int) -> np.ndarray:
+    """numpy: the `rerank` rows nearest by projected cosine, re-scored by full cosine, the k nearest of them vote."""
+    train_low, query_low = _projected_reference(train, query, dims)
+    low = (query_low / np.linalg.norm(query_low, axis=1, keepdims=True)) @ \
+        (train_low / np.linalg.norm(train_low, axis=1, keepdims=True)).T
+    unit = train / np.linalg.norm(train, axis=1, keepdims=True)
+    q = query / np.linalg.norm(query, axis=1, keepdims=True)
+    out = np.zeros((query.shape[0], train_y.shape[1]))
+    for i in range(query.shape[0]):
+        candidates = np.argsort(-low[i], kind="stable")[:rerank]
+        full = unit[candidates] @ q[i]
+        top = candidates[np.argsort(-full, kind="stable")[:k]]
+        w = np.maximum(unit[top] @ q[i], 0.0)
+        out[i] = (w[:, None] * train_y[top]).sum(0) / max(w.sum(), 1e-12)
+    return out
+
+
+@pytest.mark.parametrize("rerank", [6, 12, 40])
+def test_a_reranked_projected_memory_votes_by_full_cosines_among_its_candidates(rerank: int) -> None:
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 8))  # full rank: a 2-d projection loses most cosines
+    _, y = _data()
+    query = rng.normal(size=(5, 8))
+    shape = MemoryShape.of(sp.csr_matrix(np.ones((40, 2))), y).in_space(8, 2, rerank)
+    assert (shape.num_features, shape.projected_from, shape.rerank) == (2, 8, rerank)
+    assert MemoryShape.of(sp.csr_matrix(np.ones((40, 2))), y).in_space(8, 0, rerank).rerank == 0  # exact already
+    layer = NeighbourVotes(shape, num_labels=6, k=5)
+    layer.remember(x, y)
+    assert layer.x_full.shape == (40, 8) and layer.x_dense.shape == (40, 2)
+    got = layer(tf.constant(query, tf.float32)).numpy()
+    np.testing.assert_allclose(got, _reranked_reference(x, y.toarray(), query, 2, rerank, 5), atol=1e-5)
+    exact = _reference_votes(x, y.toarray(), query, 5)
+    if rerank == 40:  # every row a candidate: the exact votes
+        np.testing.assert_allclose(got, exact, atol=1e-5)
+    else:  # too few candidates to find the exact neighbours of every query here
+        assert not np.allclose(got, exact, atol=1e-3)
+
+
+def test_a_reranked_memory_in_the_model_saves_loads_and_checks_its_config(tmp_path) -> None:
+    import keras
+
+    from cdgt_keras.learning import build_trainable
+
+    x, y = _data()
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_weights=(0.0, 0.5),
+                        neighbour_space="encoder", encoder_memory_dims=2, encoder_memory_rerank=10)
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
+    model.build((None, x.shape[1]))
+    assert model.neighbours.shape == MemoryShape.of(x, y).in_space(8, 2, 10)
+    settle(model, x, y, x, y, (0.0, 0.5), batch_size=16, rows=24)
+    model.neighbours.weight.assign(0.5)
+    embedded = np.asarray(model.shared_encoder(to_sparse_tensor(x), training=False))
+    want = _reranked_reference(embedded, y.toarray(), embedded[:6], 2, 10, 5)
+    np.testing.assert_allclose(model.neighbours(embedded[:6]).numpy(), want, atol=1e-5)
+    answer = np.asarray(model(to_sparse_tensor(x[:6])))
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.neighbours.shape.rerank == 10
+    np.testing.assert_allclose(np.asarray(loaded(to_sparse_tensor(x[:6]))), answer, atol=1e-6)
+    with pytest.raises(ValueError, match="encoder_memory_rerank"):
+        CDGTConfig(encoder_memory_rerank=-1)
