@@ -232,20 +232,24 @@ class NeighbourVotes(keras.layers.Layer):
         lists or a pass over every entry, whichever reads less (cdgt_keras.postings)."""
         s = self.shape
         if s.dense:
-            rows = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)
-            if s.projected_from:
-                rows = tf.math.l2_normalize(tf.matmul(rows, self.projection), axis=1)
-            return tf.matmul(rows, self.x_dense, transpose_b=True)
+            return self.dense_similarities(tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1))
         return postings.product(postings.unit_rows(query), self.x_splits, self.x_entries, self.x_values,
                                 s.num_features, s.num_train)
+
+    def dense_similarities(self, rows: tf.Tensor) -> tf.Tensor:
+        """Cosine similarities [B, N] of unit query rows [B, width] with a dense memory's rows (projected first
+        when the memory is)."""
+        if self.shape.projected_from:
+            rows = tf.math.l2_normalize(tf.matmul(rows, self.projection), axis=1)
+        return tf.matmul(rows, self.x_dense, transpose_b=True)
 
     def reranked(self, query: tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
         """The k nearest rows by full-width cosine among the `shape.rerank` nearest by projected cosine: the
         similarities [B, k] and row ids [B, k]. A one-row query reads N x dims numbers and rerank x width more,
         instead of N x width; the k found are the exact k nearest whenever those lie among the candidates."""
         candidates = min(max(self.shape.rerank, self.k), self.shape.num_train)
-        _, ids = tf.math.top_k(self.similarities(query), k=candidates)  # [B, R]
-        rows = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)  # [B, width]
+        rows = tf.math.l2_normalize(tf.sparse.to_dense(query), axis=1)  # [B, width], unit
+        _, ids = tf.math.top_k(self.dense_similarities(rows), k=candidates)  # [B, R]
         exact = tf.einsum("brw,bw->br", tf.gather(self.x_full, ids), rows)
         top, at = tf.math.top_k(exact, k=self.k)
         return top, tf.gather(ids, at, batch_dims=1)
