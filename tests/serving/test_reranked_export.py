@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
+from one_row import predict_scores
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.inputs import to_sparse_tensor
@@ -38,10 +39,7 @@ def test_an_export_serves_the_reranked_encoder_votes(tmp_path) -> None:
     served = tf.saved_model.load(path)
 
     def scores(i: int) -> np.ndarray:
-        row = x[i]
-        out = served.signatures["predict"](feature_ids=tf.constant(row.indices[None].astype(np.int64)),
-                                           feature_values=tf.constant(row.data[None].astype(np.float32)))
-        return out["scores"].numpy()[0]
+        return predict_scores(served, x[i])
 
     for i in range(4):
         np.testing.assert_allclose(scores(i), want[i], atol=1e-6)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import tensorflow as tf
+from one_row import predict_scores
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.inputs import to_sparse_tensor
@@ -53,10 +54,7 @@ def test_an_export_serves_the_shortlist_by_the_rows_road(tmp_path, rows_road) ->
     assert served.served_rows.kernel.shape == model.served_rows.kernel.shape
 
     def scores(i: int) -> np.ndarray:
-        row = x[i]
-        out = served.signatures["predict"](feature_ids=tf.constant(row.indices[None].astype(np.int64)),
-                                           feature_values=tf.constant(row.data[None].astype(np.float32)))
-        return out["scores"].numpy()[0]
+        return predict_scores(served, x[i])
 
     for i in range(3):
         np.testing.assert_allclose(scores(i), want[i], atol=1e-6)
