@@ -61,7 +61,8 @@ RESEARCH_SCREEN = (
 _BG = f"{_LOGPOS},alpha=2,learning_rate=0.003,payoff=weighted_bce"
 # The finalist (index 3, per-label thresholds) is what preset "recommended" (index 2) ships, with shrunk thresholds.
 _BGS = f"{_LOGPOS},alpha=2,payoff=weighted_bce"
-RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended", f"cdgt[{_BGS}]", f"cdgt[{_BG}]",
+RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended[threshold_shared_positives=0]", f"cdgt[{_BGS}]",
+                  f"cdgt[{_BG}]",
                   f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
 
@@ -73,8 +74,25 @@ _F27 = "text_identifier_parts=false"
 
 def _on_f27(name: str) -> str:
     """`name` on the text features before round 28, canonically spelled:
-    "omikuji" -> "omikuji[text_identifier_parts=false]"."""
-    inner = f"{name[:-1]},{_F27}]" if name.endswith("]") else f"{name}[{_F27}]"
+    "omikuji" -> "omikuji[text_identifier_parts=false]" (a `recommended` row: also its thresholds before round 32)."""
+    return _with(_before_r32(name), _F27)
+
+
+# Rows of `recommended` measured before round 32 (2026-11-30): every label kept its own shrunk threshold.
+_T0 = "threshold_shared_positives=0"
+
+
+def _before_r32(name: str) -> str:
+    """A `recommended` row as measured before round 32, canonically spelled: "recommended" ->
+    "recommended[threshold_shared_positives=0]"; other methods as they are."""
+    method = resolve(name)
+    if method.base != "recommended" or "threshold_shared_positives" in dict(method.overrides):
+        return method.name
+    return _with(name, _T0)
+
+
+def _with(name: str, overrides: str) -> str:
+    inner = f"{name[:-1]},{overrides}]" if name.endswith("]") else f"{name}[{overrides}]"
     return resolve(inner).name
 
 
@@ -164,14 +182,15 @@ _LEARNER_F27 = (
 # Every row above ran on the features before round 28; round 28 added the parts of compound identifiers (today's
 # `recommended`, the row after round 23's).
 _AT_F27 = [_on_f27(name) for name in _LEARNER_F27]
-LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], "recommended",
+LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], _before_r32("recommended"), "recommended",
            *_AT_F27[_LEARNER_F27.index("recommended") + 1:])
 
 
-_MAIN = ("recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
-         f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
-         f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
-         f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]",
+_MAIN = ("recommended", *(_before_r32(name) for name in (
+    "recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
+    f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
+    f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
+    f"recommended[{_EPS7},label_text=false,neighbour_space=input,tail_memory=shared]")),
          "cdgt", *BASELINES, *PEERS)
 
 
@@ -179,14 +198,16 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[_R22]`: the shipped preset before its last change (the lists' cap); `recommended[_R20]`, the
+        # `recommended[_T0]`: the shipped preset before its last change (the frequent labels' shared threshold, round
+        # 32; every `recommended` row after it was measured before that change too, and says so);
+        # `recommended[_R22]`: the one before (the lists' cap); `recommended[_R20]`, the
         # one before (the warm-up); `recommended[_EPS7]`, the one before (Adam's epsilon per label; the same model
         # on debtags); with `label_documents=false`, the one before (the label documents; on deps and deps-all, the
         # only data whose labels name training records); `label_text=false`, the one before (the label texts); with
         # `tail_memory=shared`, the one before that (the tail's own weights); with `neighbour_space=input` too, the
         # one before that (deps' three seeds, deps-all's row)
         # On the text sets every row before round 28 also names the features it ran on (`_F27`).
-        (*_MAIN, *(_on_f27(name) for name in _MAIN))),
+        tuple(dict.fromkeys((*_MAIN, *(_on_f27(name) for name in _MAIN))))),
     "learner": Experiment(
         "The learner", "what the shipped preset is made of, in two rounds: the training (each CD-GTMLL row one change "
         "on the row before it, from the preset shipped before this work to the 1024-unit preset), then the tail tools "
@@ -204,7 +225,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         "Rare-focused (-R) variants", "30 % / 50 % of the rarest labels' training positives removed",
         ("corel5k", "corel5k-R30", "corel5k-R50", "bibtex", "bibtex-R30", "bibtex-R50",
          "debtags", "debtags-R30", "debtags-R50"),
-        ("recommended", "cdgt", "bce", "single_predictor", "no_curiosity", "rarity_bce", *PEERS)),
+        (_before_r32("recommended"), "cdgt", "bce", "single_predictor", "no_curiosity", "rarity_bce", *PEERS)),
     "specialisation": Experiment("Player specialisation", "each player's F1 on its head and tail labels",
                                  SMALL, ("cdgt", "cdgt[correctness=positives,rarity=inverse_sqrt]")),
     "disagreement": Experiment("Disagreement and the potential over training", "kl_head, kl_tail, Phi per epoch",

@@ -15,7 +15,7 @@ Example:
     ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
     ...         "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,warmup_fraction=0.05,"
     ...         "validation_objective=false,adam_epsilon=5.98e-5,adam_epsilon_per_label=true,"
-    ...         "memory_list_cap=5000]").name
+    ...         "memory_list_cap=5000,threshold_shared_positives=20]").name
     'recommended'
 """
 
@@ -58,7 +58,8 @@ BASES: dict[str, Base] = {
                         "of >= 100 steps, early stop on P@5; neighbour votes of the 30 nearest training rows by "
                         "TF-IDF and by the encoder's output, label centroids of 300 features and label texts "
                         "(each label's name, and its own training record where it names one), each weighted as "
-                        "validation P@5 picks; shrunk thresholds; Adam's epsilon 5.98e-5 / L)",
+                        "validation P@5 picks; shrunk thresholds, the pooled one for labels of >= 20 validation "
+                        "positives; Adam's epsilon 5.98e-5 / L)",
                         preset="recommended"),
     "omikuji": Base("Omikuji 0.5.2, Parabel settings", kind="omikuji"),
     "omikuji_bonsai": Base("Omikuji 0.5.2, Bonsai settings (unbalanced 100-means, depth 3)", kind="omikuji_bonsai"),

@@ -26,7 +26,8 @@ CRITERIA = [("Rare-F1", "overall/rare_f1", 0.02), ("Macro-F1", "overall/macro_f1
             ("PSP@5", "overall/psp_at_5", 0.02), ("Micro-F1", "overall/micro_f1", -0.005),
             ("P@1", "overall/p_at_1", -0.005)]
 # Threshold rules every run is scored under (cdgt.bench.runner.THRESHOLD_MODES), from the same probabilities.
-RULES = [("per_label", "per_label:"), ("grouped", "grouped:"), ("global", "global:"), ("shrunk", "shrunk:")]
+RULES = [("per_label", "per_label:"), ("grouped", "grouped:"), ("global", "global:"), ("shrunk", "shrunk:"),
+         ("shipped", "shipped:")]
 
 
 def clears(deltas: dict[str, float]) -> bool:
@@ -170,8 +171,9 @@ def section_thresholds(table: Table) -> list[str]:
     return ["### Threshold rules (same probabilities, thresholds tuned on validation)", "",
             "Rare-F1 / Micro-F1, mean over seeds. `per_label`: SPEC §4 (>= 5 validation positives, else the global "
             "tau). `grouped`: the labels with fewer than 5 validation positives share one tau tuned on their pooled "
-            "F1. `shrunk`: each label's F1 curve shrunk toward the pooled one by 10 pseudo-positives (the shipped "
-            "default's rule). Every run is scored under each rule; runs made before a rule existed show `-`.", "",
+            "F1. `shrunk`: each label's F1 curve shrunk toward the pooled one by 10 pseudo-positives. `shipped`: the "
+            "shipped default's rule, `shrunk` with the labels of 20 or more validation positives on the pooled tau. "
+            "Every run is scored under each rule; runs made before a rule existed show `-`.", "",
             *md_table(["data", "method", *(n for n, _ in RULES)], body), ""]
 
 

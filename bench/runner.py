@@ -243,12 +243,14 @@ def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     settings = peer(spec.method.kind).settings
     return {"config": {"peer": spec.method.kind, "settings": settings, "thresholds": config.thresholds,
                        "min_threshold_positives": config.min_threshold_positives,
-                       "threshold_prior": config.threshold_prior}, **body}
+                       "threshold_prior": config.threshold_prior,
+                       "threshold_shared_positives": config.threshold_shared_positives}, **body}
 
 
 # Decision rules every run is also scored under, from the same probabilities (no retraining): a threshold rule
-# is compared like with like, the bar and every candidate under each.
-THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk")
+# is compared like with like, the bar and every candidate under each. Each mode with the run's own options; and
+# "shipped": the shipped preset's whole rule (its mode and options), the one ours and the peers are compared under.
+THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk", "shipped")
 
 
 def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -> dict[str, Any]:
@@ -257,16 +259,20 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     validation, two over test; never an [n, L] matrix beside one chunk)."""
     from cdgt.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
     from cdgt_keras.chunked_eval import chunked_reports
+    from cdgt_keras.config import CDGTConfig
     from cdgt_keras.evaluation import label_groups
     from cdgt_keras.labels import label_frequencies
-    from cdgt_keras.thresholds import ThresholdCounts, threshold_counts
+    from cdgt_keras.presets import DEFAULT_PRESET
+    from cdgt_keras.thresholds import ThresholdCounts, config_rule, threshold_counts
 
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     counts, _ = label_frequencies(train.labels, train.num_labels)
     head, tail, props = label_groups(counts, train.num_examples, config)
     tuned = threshold_counts(val_chunks(), validation.labels)
-    rules = {mode: tuned.thresholds(mode, config.min_threshold_positives, config.threshold_prior)
-             for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES])}
+    rules = {mode: tuned.thresholds(mode, config.min_threshold_positives, config.threshold_prior,
+                                    config.threshold_shared_positives)
+             for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES[:-1]])}
+    rules["shipped"] = tuned.thresholds(**config_rule(CDGTConfig.preset(DEFAULT_PRESET)))
     tail_counts, tail_truth = ThresholdCounts(tail.size, grid=TAIL_PR_GRID), test.labels.tocsc()[:, tail].tocsr()
 
     def observe_tail(start: int, chunk: np.ndarray) -> None:

@@ -1,13 +1,16 @@
 """`cdgt bench thresholds`: decision rules compared on the same probabilities (SPEC §4 and beyond).
 
 One model per (data set, seed) of one method; its validation probabilities tune each rule's thresholds and the test
-split is scored under each: Micro-F1, Macro-F1 and Rare-F1. A rule is "mode" or "mode:k" (k = min_positives for
-per_label / grouped, prior_positives for shrunk). Results go to OUTPUT/thresholds/*.json, one per run, so a rerun
-only prints (the table is the mean over seeds, then over data sets).
+split is scored under each: Micro-F1, Macro-F1 and Rare-F1. A rule is "mode", "mode:k" (k = min_positives for
+per_label / grouped, prior_positives for shrunk), and either with "@h": the labels with h or more validation
+positives take the global tau (`threshold_shared_positives`). Results go to OUTPUT/thresholds/*.json, one per run,
+so a rerun only prints (the table is the mean over seeds, then over data sets).
 
 Example:
     >>> parse_rule("shrunk:20")
-    ('shrunk', 20.0)
+    ('shrunk', {'prior_positives': 20.0})
+    >>> parse_rule("shrunk:10@20")
+    ('shrunk', {'prior_positives': 10.0, 'shared_positives': 20})
 """
 
 from __future__ import annotations
@@ -25,14 +28,24 @@ RULES = ("per_label:5", "per_label:10", "per_label:20", "global", "grouped:5", "
 METRICS = ("micro_f1", "macro_f1", "rare_f1")
 
 
-def parse_rule(rule: str) -> tuple[str, float | None]:
-    """("shrunk", 20.0) for "shrunk:20", ("global", None) for "global"; ValueError for an unknown mode."""
+def parse_rule(rule: str) -> tuple[str, dict[str, float | int]]:
+    """The mode and `tune_thresholds` options of a rule ("shrunk:10@20" -> prior_positives 10, shared_positives
+    20); ValueError for an unknown mode or a number that is not one."""
     from cdgt_keras.thresholds import MODES
 
-    mode, _, k = rule.partition(":")
+    head, _, shared = rule.partition("@")
+    mode, _, k = head.partition(":")
     if mode not in MODES:
-        raise ValueError(f"unknown threshold rule {rule!r}; modes: {', '.join(MODES)} (optionally mode:k)")
-    return mode, float(k) if k else None
+        raise ValueError(f"unknown threshold rule {rule!r}; modes: {', '.join(MODES)} (optionally mode:k, then @h)")
+    options: dict[str, float | int] = {}
+    try:
+        if k:
+            options.update({"prior_positives": float(k)} if mode == "shrunk" else {"min_positives": int(k)})
+        if shared:
+            options["shared_positives"] = int(shared)
+    except ValueError:
+        raise ValueError(f"threshold rule {rule!r}: k and h must be numbers (mode:k@h)") from None
+    return mode, options
 
 
 def score_rules(val_probs: np.ndarray, val_labels: Any, test_probs: np.ndarray, test_labels: Any,
@@ -43,8 +56,7 @@ def score_rules(val_probs: np.ndarray, val_labels: Any, test_probs: np.ndarray, 
 
     out = {}
     for rule in rules:
-        mode, k = parse_rule(rule)
-        options = {} if k is None else {"prior_positives": k} if mode == "shrunk" else {"min_positives": int(k)}
+        mode, options = parse_rule(rule)
         pred = apply_thresholds(test_probs, tune_thresholds(val_probs, val_labels, mode=mode, **options))
         out[rule] = {"micro_f1": M.micro_f1(test_labels, pred), "macro_f1": M.macro_f1(test_labels, pred),
                      "rare_f1": M.rare_f1(test_labels, pred, tail)}

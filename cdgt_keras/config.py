@@ -230,6 +230,10 @@ class CDGTConfig:
     thresholds: str = "per_label"
     min_threshold_positives: int = 5
     threshold_prior: float = 10.0  # "shrunk": pseudo-positives of the pooled F1 curve in each label's own
+    # Labels with at least this many validation positives take the pooled tau (the one maximising micro-F1) instead
+    # of their own, under "per_label", "grouped" and "shrunk"; 0: none does. A frequent label's decisions weigh in
+    # micro-F1 and a rare one's in macro-F1: a label's own best F1 asks a different tau than micro-F1 does.
+    threshold_shared_positives: int = 0
     head_fraction: float = 0.2
     tail_fraction: float = 0.2
     psp_a: float = 0.55
@@ -327,6 +331,8 @@ class CDGTConfig:
         _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
         _check(self.threshold_prior > 0, "threshold_prior", self.threshold_prior, "a number > 0")
+        _check(self.threshold_shared_positives >= 0, "threshold_shared_positives", self.threshold_shared_positives,
+               "an integer >= 0 (0: every label keeps its own tau)")
         for name in ("head_fraction", "tail_fraction"):
             _check(0.0 < getattr(self, name) <= 1.0, name, getattr(self, name), "a number in (0, 1]")
         _check(self.head_fraction + self.tail_fraction <= 1.0, "head_fraction + tail_fraction",

@@ -76,7 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prior_bias": True, "neighbours": 30, "neighbour_space": "both", "centroid_features": 300,
         "tail_memory": "own", "label_text": True, "label_documents": True,
         "validation_objective": False, "adam_epsilon": 5.98e-5, "adam_epsilon_per_label": True,
-        "memory_list_cap": 5000,
+        "memory_list_cap": 5000, "threshold_shared_positives": 20,
     },
     # The paper's ablations (Experiments): variant A (no curiosity), variant B (single predictor).
     "no_curiosity": {"alpha": 0.0},

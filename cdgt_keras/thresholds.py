@@ -8,7 +8,11 @@ probabilities are small, never predicted), "shrunk" (every label gets the tau ma
 toward the pooled micro-F1 curve: (n_l F1_l(tau) + k F1_micro(tau)) / (n_l + k), n_l its validation positives, k =
 `prior_positives`; a label with few positives follows the global tau, a well-supported one its own, with no cliff
 at `min_positives`: per-label taus tuned on a few validation positives overfit, one global tau ignores the labels).
-Ties between candidate taus go to the highest one: the fewest predictions among equally good choices.
+Under per_label, grouped and shrunk, the labels with at least `shared_positives` validation positives (0: none) take
+the global tau instead of their own: a label's own best F1 asks for a different tau than micro-F1 does (on calibrated
+scores, micro-F1 is best where every label predicts at the same score), and micro-F1 is made of the frequent labels'
+decisions while macro-F1 is mostly the rare ones'. Ties between candidate taus go to the highest one: the fewest
+predictions among equally good choices.
 
 Example:
     >>> probs = np.array([[0.9, 0.2], [0.3, 0.6]])
@@ -98,8 +102,20 @@ class ThresholdCounts:
         self.true_pos += _above_counts(values, col, self.grid, self.num_labels)
         self.positives += np.bincount(col, minlength=self.num_labels)
 
-    def thresholds(self, mode: str, min_positives: int = 5, prior_positives: float = 10.0) -> np.ndarray:
-        """Thresholds [L] (float32) for `mode` from the counts (see the module docstring)."""
+    def thresholds(self, mode: str, min_positives: int = 5, prior_positives: float = 10.0,
+                   shared_positives: int = 0) -> np.ndarray:
+        """Thresholds [L] (float32) for `mode` from the counts (see the module docstring).
+
+        Example (label 0 has 3 positives and its own best tau is 0.25; label 1's many near misses make the pooled
+        tau 0.5, which label 0 takes with `shared_positives=3`):
+            >>> counts = ThresholdCounts(2, grid=[0.25, 0.5])
+            >>> counts.add(np.array([[0.9, 0.5], [0.7, 0.4], [0.4, 0.45], [0.5, 0.35]]),
+            ...            sp.csr_matrix([[1, 1], [1, 0], [1, 0], [0, 0]]))
+            >>> counts.thresholds("per_label", 1).tolist()
+            [0.25, 0.25]
+            >>> counts.thresholds("per_label", 1, shared_positives=3).tolist()
+            [0.5, 0.25]
+        """
         cand, positives, predicted, true_pos = self.grid, self.positives, self.predicted, self.true_pos
         if mode == "fixed":
             return np.full(self.num_labels, 0.5, dtype=np.float32)
@@ -107,8 +123,8 @@ class ThresholdCounts:
         if mode == "shrunk":
             own_f1 = _f1(true_pos, positives[:, None], predicted)
             support = positives[:, None].astype(np.float64)
-            return _best((support * own_f1 + prior_positives * pooled) / (support + prior_positives), cand).astype(
-                np.float32)
+            taus = _best((support * own_f1 + prior_positives * pooled) / (support + prior_positives), cand)
+            return _shared(taus, positives, shared_positives, _best(pooled, cand))
         taus = np.full(self.num_labels, _best(pooled, cand), dtype=np.float64)
         if mode in ("per_label", "grouped"):
             own = positives >= min_positives
@@ -117,7 +133,15 @@ class ThresholdCounts:
             rest = ~own
             if mode == "grouped" and positives[rest].sum() > 0:
                 taus[rest] = _best(_f1(true_pos[rest].sum(0), positives[rest].sum(), predicted[rest].sum(0)), cand)
-        return taus.astype(np.float32)
+        return _shared(taus, positives, shared_positives, _best(pooled, cand))
+
+
+def _shared(taus: np.ndarray, positives: np.ndarray, shared_positives: int, pooled_tau: float) -> np.ndarray:
+    """`taus` (float32) with the pooled tau for every label of at least `shared_positives` positives (0: none)."""
+    taus = np.array(taus, dtype=np.float64)
+    if shared_positives > 0:
+        taus[positives >= shared_positives] = pooled_tau
+    return taus.astype(np.float32)
 
 
 def _f1(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -139,11 +163,13 @@ def tune_thresholds(
     min_positives: int = 5,
     grid: np.ndarray | None = None,
     prior_positives: float = 10.0,
+    shared_positives: int = 0,
 ) -> np.ndarray:
     """Thresholds [L] (float32) for `mode`, tuned on (probs [n, L], 0/1 labels [n, L] dense or sparse).
 
     Candidates are `grid` (default 0.01..0.99), rounded to float32 so tuning and `apply_thresholds` agree.
-    `min_positives` is for per_label / grouped, `prior_positives` (k > 0) for shrunk.
+    `min_positives` is for per_label / grouped, `prior_positives` (k > 0) for shrunk, `shared_positives` (the
+    labels that take the global tau) for per_label, grouped and shrunk.
     """
     _check_mode(mode, prior_positives)
     probs = np.asarray(probs)
@@ -157,7 +183,7 @@ def tune_thresholds(
         raise ValueError(f"labels {truth.shape} and probs {probs.shape} differ in shape")
     step = max(1, _CHUNK_ELEMENTS // max(num_labels, 1))
     return tune_thresholds_chunks((probs[i : i + step] for i in range(0, n, step)), truth, mode, min_positives,
-                                  grid, prior_positives)
+                                  grid, prior_positives, shared_positives)
 
 
 def tune_thresholds_chunks(
@@ -167,6 +193,7 @@ def tune_thresholds_chunks(
     min_positives: int = 5,
     grid: np.ndarray | None = None,
     prior_positives: float = 10.0,
+    shared_positives: int = 0,
 ) -> np.ndarray:
     """`tune_thresholds` on probabilities that arrive as row chunks [rows, L], in order, covering `labels`' rows.
 
@@ -176,7 +203,7 @@ def tune_thresholds_chunks(
         [0.5, 0.5]
     """
     _check_mode(mode, prior_positives)
-    return threshold_counts(chunks, labels, grid).thresholds(mode, min_positives, prior_positives)
+    return threshold_counts(chunks, labels, grid).thresholds(mode, min_positives, prior_positives, shared_positives)
 
 
 def threshold_counts(chunks: Iterable[np.ndarray], labels: sp.spmatrix,
@@ -203,14 +230,15 @@ def threshold_counts(chunks: Iterable[np.ndarray], labels: sp.spmatrix,
 
 
 def tuned_thresholds(probs: np.ndarray, labels: np.ndarray | sp.spmatrix, config: CDGTConfig) -> np.ndarray:
-    """`tune_thresholds` with the config's rule: thresholds, min_threshold_positives, threshold_prior."""
+    """`tune_thresholds` with the config's rule: thresholds, min_threshold_positives, threshold_prior,
+    threshold_shared_positives."""
     return tune_thresholds(probs, labels, **config_rule(config))
 
 
 def config_rule(config: CDGTConfig) -> dict[str, object]:
-    """The tuning options a config sets: {"mode", "min_positives", "prior_positives"}."""
+    """The tuning options a config sets: {"mode", "min_positives", "prior_positives", "shared_positives"}."""
     return {"mode": config.thresholds, "min_positives": config.min_threshold_positives,
-            "prior_positives": config.threshold_prior}
+            "prior_positives": config.threshold_prior, "shared_positives": config.threshold_shared_positives}
 
 
 def apply_thresholds(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:

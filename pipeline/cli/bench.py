@@ -84,7 +84,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="comma-separated data sets (default: the six visible ones it was chosen on)")
     rules.add_argument("--method", default="recommended", help="the model whose probabilities are scored")
     rules.add_argument("--seeds", type=int, default=2, metavar="N", help="seeds 0..N-1 (default 2)")
-    rules.add_argument("--rules", metavar="RULES", help="comma-separated mode[:k] (default: the study's nine)")
+    rules.add_argument("--rules", metavar="RULES",
+                       help="comma-separated mode[:k][@h] (k: min_positives, or prior_positives for shrunk; "
+                       "@h: the labels with h or more validation positives take the global threshold; default: the "
+                       "study's nine)")
     rules.add_argument("--epochs", type=int, metavar="N", help="max epochs (default: the method's, 20)")
     rules.add_argument("--output", type=Path, default=Path("bench"), metavar="DIR",
                        help="results go to DIR/thresholds/ (default bench)")

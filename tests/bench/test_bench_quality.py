@@ -113,7 +113,8 @@ SHIPPED = ("cdgt[alpha=2,beta=0,correctness=log_positives,rarity=inverse_sqrt,th
            "early_stopping_metric=p_at_5,encoder_hidden=512,head_hidden=,lr_schedule=cosine,epochs=10,"
            "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
            "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,validation_objective=false,"
-           "adam_epsilon=5.98e-5,adam_epsilon_per_label=true,warmup_fraction=0.05,memory_list_cap=5000]")
+           "adam_epsilon=5.98e-5,adam_epsilon_per_label=true,warmup_fraction=0.05,memory_list_cap=5000,"
+           "threshold_shared_positives=20]")
 
 
 def test_the_shipped_preset_is_the_learner_grids_finalist():
@@ -122,29 +123,32 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
     # spelling resolves to the preset's name and shares its runs; round 5 added the neighbour votes, round 7 the
     # label centroids, round 11 the votes in the encoder's space beside the input's, round 12 the tail's own
     # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out, round 18 added the
-    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap; every
-    # row before round 28 ran on text features without the parts of compound identifiers
+    # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap, round
+    # 32 the frequent labels' shared threshold; every row before round 28 ran on text features without the parts of
+    # compound identifiers, and every `recommended` row before round 32 with each label's own threshold
     from cdgt.bench.experiments import _LEARNER_F27, LEARNER, _on_f27
 
     finalist = resolve(_on_f27(next(r for r in _LEARNER_F27 if r.endswith("prior_bias=true,encoder_hidden=512]"))))
     assert finalist.name.startswith("cdgt[") and LEARNER.index("recommended") > LEARNER.index(finalist.name)
     # Keras' epsilon, before round 20
     eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,memory_list_cap=0"
-    f27 = "text_identifier_parts=false"
+    f27 = "text_identifier_parts=false,threshold_shared_positives=0"
     eps7 = f"{eps7},{f27},warmup_fraction=0.0"
     assert resolve(f"recommended[{eps7},centroid_features=0,label_text=false,neighbours=0]").name in LEARNER
     assert resolve(f"recommended[{eps7},label_text=false]").name in LEARNER  # round 12's preset
     assert resolve(f"recommended[{eps7}]").name in LEARNER  # round 18's preset
     assert resolve(f"recommended[memory_list_cap=0,{f27},warmup_fraction=0.0]").name in LEARNER  # round 20's preset
     assert resolve(f"recommended[memory_list_cap=0,{f27}]").name in LEARNER  # round 21's preset
-    assert LEARNER[LEARNER.index("recommended") - 1] == f"recommended[{f27}]"  # round 23's, the row before today's
+    assert LEARNER[LEARNER.index("recommended") - 2] == f"recommended[{f27}]"  # round 23's
+    assert LEARNER[LEARNER.index("recommended") - 1] == "recommended[threshold_shared_positives=0]"  # round 28's
     shipped = CDGTConfig.preset("recommended")
     assert shipped == finalist.config().replace(early_stopping_metric="p_at_5", neighbours=30,
                                                   neighbour_space="both", centroid_features=300,
                                                   tail_memory="own", label_text=True, label_documents=True,
                                                   validation_objective=False, adam_epsilon=5.98e-5,
                                                   adam_epsilon_per_label=True, warmup_fraction=0.05,
-                                                  memory_list_cap=5000, text_identifier_parts=True)
+                                                  memory_list_cap=5000, text_identifier_parts=True,
+                                                  threshold_shared_positives=20)
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped
@@ -217,6 +221,8 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
             # CI builds the fused kernel (tests/cdgt_keras/test_kernels.py); the record says what trained the encoder
             assert result["encoder_update"] == "fused" or result["encoder_update"].startswith("TensorFlow ops (")
         assert not math.isnan(result["metrics"]["overall"]["micro_f1"])
+        # every run is also scored under each rule and under the shipped preset's own (like with like)
+        assert set(result["metrics_by_thresholds"]) == {"global", "per_label", "grouped", "shrunk", "shipped"}
         # a fresh process per run: each starts from the same interpreter, libraries and data, not from the runs before
         assert result["memory"]["start_rss_mib"] < 2048
     report = (tmp_path / "out" / "REPORT.md").read_text()
@@ -283,16 +289,23 @@ def test_threshold_rules_score_against_sklearn():
     y_val, y_test = ((rng.random((n, 12)) < np.linspace(0.03, 0.5, 12)).astype(int) for n in (150, 120))
     p_val, p_test = (np.clip(0.4 * y + 0.6 * rng.random(y.shape), 0, 1) for y in (y_val, y_test))
     tail = np.array([0, 1, 2])
-    out = score_rules(p_val, y_val, p_test, y_test, tail, ("per_label:5", "shrunk:10", "global"))
+    out = score_rules(p_val, y_val, p_test, y_test, tail, ("per_label:5", "shrunk:10", "global", "shrunk:10@30"))
     pred = apply_thresholds(p_test, tune_thresholds(p_val, y_val, mode="shrunk", prior_positives=10))
     assert out["shrunk:10"]["micro_f1"] == pytest.approx(f1_score(y_test, pred, average="micro"))
     assert out["shrunk:10"]["macro_f1"] == pytest.approx(f1_score(y_test, pred, average="macro", zero_division=0))
     assert out["shrunk:10"]["rare_f1"] == pytest.approx(f1_score(y_test[:, tail], pred[:, tail], average="micro"))
     pred = apply_thresholds(p_test, tune_thresholds(p_val, y_val, mode="global"))
     assert out["global"]["micro_f1"] == pytest.approx(f1_score(y_test, pred, average="micro"))
-    assert parse_rule("per_label:20") == ("per_label", 20.0)
+    pred = apply_thresholds(p_test, tune_thresholds(p_val, y_val, mode="shrunk", prior_positives=10,
+                                                    shared_positives=30))
+    assert out["shrunk:10@30"]["micro_f1"] == pytest.approx(f1_score(y_test, pred, average="micro"))
+    assert out["shrunk:10@30"]["micro_f1"] != out["shrunk:10"]["micro_f1"]  # the frequent labels' taus moved
+    assert parse_rule("per_label:20") == ("per_label", {"min_positives": 20})
+    assert parse_rule("global") == ("global", {})
     with pytest.raises(ValueError, match="unknown threshold rule"):
         parse_rule("best:3")
+    with pytest.raises(ValueError, match="must be numbers"):
+        parse_rule("shrunk:10@many")
 
 
 def test_bench_thresholds_command_trains_scores_and_reuses(tmp_path, capsys):

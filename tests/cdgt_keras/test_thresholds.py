@@ -124,6 +124,13 @@ def test_matches_brute_force(seed):
         shrunk = [best(np.array([(n_pos[j] * f1(yb[:, j], probs[:, j] > t) + k * m) / (n_pos[j] + k)
                                  for t, m in zip(grid, micro)])) for j in range(num_labels)]
         np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", prior_positives=k), shrunk, atol=1e-7)
+    # shared_positives: the labels with at least that many positives take the global tau, the others their rule's
+    for mode in ("per_label", "grouped", "shrunk"):
+        own = tune_thresholds(probs, y, mode=mode)
+        for h in (1, 10, 30, 1000):
+            shared = tune_thresholds(probs, y, mode=mode, shared_positives=h)
+            np.testing.assert_array_equal(shared, np.where(y.sum(0) >= h, np.float32(tau_g), own))
+    assert ((y.sum(0) >= 10) & (y.sum(0) < 30)).any() and (own != tau_g).any()  # the cases above can fail
 
 
 def test_shrunk_hand_case():
@@ -143,6 +150,19 @@ def test_shrunk_hand_case():
     np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", prior_positives=100), 0.45, rtol=1e-6)
     with pytest.raises(ValueError, match="prior_positives must be > 0"):
         tune_thresholds(probs, y, mode="shrunk", prior_positives=0)
+
+
+def test_shared_positives_hand_case():
+    probs, y = _three_label_case()
+    # positives 5, 2, 5; shrunk's taus [0.45, 0.05, 0.95], the global tau 0.45 (test_shrunk_hand_case): with 5 or
+    # more positives shared, labels 0 and 2 take 0.45 (label 0's own is 0.45 already), label 1 keeps its own 0.05
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", shared_positives=5), [0.45, 0.05, 0.45],
+                               rtol=1e-6)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", shared_positives=2), 0.45, rtol=1e-6)
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="shrunk", shared_positives=6), [0.45, 0.05, 0.95],
+                               rtol=1e-6)
+    # per_label (min_positives 5): label 1 has 2 positives and takes the global tau either way
+    np.testing.assert_allclose(tune_thresholds(probs, y, mode="per_label", shared_positives=5), 0.45, rtol=1e-6)
 
 
 def test_apply_thresholds_is_strict():
