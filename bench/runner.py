@@ -250,7 +250,8 @@ def _run_peer(spec: RunSpec, data: BenchData) -> dict[str, Any]:
 # Decision rules every run is also scored under, from the same probabilities (no retraining): a threshold rule
 # is compared like with like, the bar and every candidate under each. Each mode with the run's own options; and
 # "shipped": the shipped preset's whole rule (its mode and options), the one ours and the peers are compared under.
-THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk", "shipped")
+SHIPPED_RULE = "shipped"
+THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk", SHIPPED_RULE)
 
 
 def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -> dict[str, Any]:
@@ -269,10 +270,10 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     counts, _ = label_frequencies(train.labels, train.num_labels)
     head, tail, props = label_groups(counts, train.num_examples, config)
     tuned = threshold_counts(val_chunks(), validation.labels)
-    rules = {mode: tuned.thresholds(mode, config.min_threshold_positives, config.threshold_prior,
-                                    config.threshold_shared_positives)
-             for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES[:-1]])}
-    rules["shipped"] = tuned.thresholds(**config_rule(CDGTConfig.preset(DEFAULT_PRESET)))
+    own = config_rule(config)
+    rules = {mode: tuned.thresholds(**{**own, "mode": mode})
+             for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES]) if mode != SHIPPED_RULE}
+    rules[SHIPPED_RULE] = tuned.thresholds(**config_rule(CDGTConfig.preset(DEFAULT_PRESET)))
     tail_counts, tail_truth = ThresholdCounts(tail.size, grid=TAIL_PR_GRID), test.labels.tocsc()[:, tail].tocsr()
 
     def observe_tail(start: int, chunk: np.ndarray) -> None:
