@@ -15,7 +15,7 @@ Example:
     ...         "learning_rate=0.006,min_steps_per_epoch=100,prior_bias=true,neighbours=30,neighbour_space=both,"
     ...         "centroid_features=300,tail_memory=own,label_text=true,label_documents=true,warmup_fraction=0.05,"
     ...         "validation_objective=false,adam_epsilon=5.98e-5,adam_epsilon_per_label=true,"
-    ...         "memory_list_cap=5000,threshold_shared_positives=20]").name
+    ...         "memory_list_cap=5000,threshold_shared_positives=20,label_epoch_growth=0.1]").name
     'recommended'
 """
 

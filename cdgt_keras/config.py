@@ -117,6 +117,10 @@ class CDGTConfig:
     # An epoch is one pass over the training split, or at least `min_steps_per_epoch` steps (several passes) on a
     # small split, so that the budget, the schedule and early stopping's patience mean the same on every data set.
     min_steps_per_epoch: int = 0
+    # A larger label space trains longer: `epochs` grows by this share of itself for each doubling of the label
+    # count beyond 4,096 (cdgt_keras.learning.training_epochs; at 0.1, 18.6k labels train 12 epochs of 10, 41k
+    # labels 13), since each of the many rare labels' output weights learns from a few rows a pass. 0: never.
+    label_epoch_growth: float = 0.0
     lr_schedule: str = "constant"  # "cosine": decay to 0 over the training steps (epochs x steps per epoch)
     warmup_fraction: float = 0.0  # linear warm-up over this fraction of the training steps
     # Weight averaging (cdgt_keras/averaging.py): the trainable weights kept are the mean of snapshots taken every
@@ -312,6 +316,7 @@ class CDGTConfig:
         _check(self.batch_size >= 1, "batch_size", self.batch_size, "an integer >= 1")
         _check(self.epochs >= 0, "epochs", self.epochs, "an integer >= 0")
         _check(self.min_steps_per_epoch >= 0, "min_steps_per_epoch", self.min_steps_per_epoch, "an integer >= 0")
+        _check(self.label_epoch_growth >= 0.0, "label_epoch_growth", self.label_epoch_growth, "a number >= 0")
         _check(0.0 <= self.warmup_fraction < 1.0, "warmup_fraction", self.warmup_fraction, "a number in [0, 1)")
         _check(0.0 <= self.averaging_fraction <= 1.0, "averaging_fraction", self.averaging_fraction,
                "a number in [0, 1]")

@@ -3,6 +3,7 @@ learning-rate schedule, the validation ranking monitor and early stopping with b
 
 - `build_trainable(config, label_freq)`: a compiled CDGTModel (the shared encoder's optimizer is
   `encoder_optimizer(config)`: LazyAdam or SparseAdagrad; the players make their own).
+- `training_epochs(config, num_labels)`: `epochs`, longer on a large label space (`label_epoch_growth`).
 - `StepSchedule`: every optimizer's learning rate as base x m(step): m rises linearly over the first
   `warmup_fraction` of the steps, then stays 1 (`lr_schedule="constant"`) or follows a cosine to 0 ("cosine").
 - `RankingMonitor`: each epoch, P@k / PSP@k / nDCG@k of the validation split, added to the logs as `val_<name>`.
@@ -50,6 +51,25 @@ def epoch_steps(num_train: int, config: CDGTConfig) -> tuple[int, int]:
     """
     per_pass = max(1, math.ceil(num_train / config.batch_size))
     return per_pass, max(per_pass, config.min_steps_per_epoch)
+
+
+# The label count below which `label_epoch_growth` adds nothing (2^12; every small set here has under 1,000 labels).
+LABEL_BUDGET_BASE = 4096
+
+
+def training_epochs(config: CDGTConfig, num_labels: int) -> int:
+    """The epochs a run trains: `epochs`, grown by `label_epoch_growth` of itself for each doubling of the label
+    count beyond LABEL_BUDGET_BASE, rounded half up (a large label space has many rare labels whose output weights
+    each learn from a few rows a pass, so it trains longer; at 1 epoch the share rounds away).
+
+        >>> config = CDGTConfig(epochs=10, label_epoch_growth=0.1)
+        >>> training_epochs(config, 598), training_epochs(config, 18632), training_epochs(config, 41405)
+        (10, 12, 13)
+        >>> training_epochs(config.replace(epochs=1), 41405)   # 1.33 rounds to 1
+        1
+    """
+    doublings = math.log2(num_labels / LABEL_BUDGET_BASE) if num_labels > LABEL_BUDGET_BASE else 0.0
+    return math.floor(config.epochs * (1.0 + config.label_epoch_growth * doublings) + 0.5)
 
 
 def encoder_optimizer(config: CDGTConfig, num_labels: int | None = None) -> keras.optimizers.Optimizer:
@@ -181,6 +201,7 @@ class FitSetup:
     model: Any
     early_stopping: keras.callbacks.EarlyStopping | None
     steps: int  # training steps in one epoch (epoch_steps)
+    epochs: int  # epochs to train (training_epochs): model.fit's `epochs`
     averaging: Any = None  # cdgt_keras.averaging.WeightAveraging under averaging_fraction > 0
 
     def callbacks(self, config: CDGTConfig, monitors: list[keras.callbacks.Callback],
@@ -191,7 +212,7 @@ class FitSetup:
         checkpoint after early stopping, whose progress it saves; then what reports the epoch)."""
         stop = [self.early_stopping] if self.early_stopping is not None else []
         swap_in, swap_out = self.averaging.callbacks() if self.averaging is not None else (None, None)
-        return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * config.epochs),
+        return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * self.epochs),
                 *([swap_in] if swap_in else []), *monitors, *stop, *([swap_out] if swap_out else []), *after]
 
 
@@ -203,7 +224,7 @@ def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train:
 
     model = build_trainable(config, label_freq, memory)
     model.build((None, width))
-    steps = epoch_steps(num_train, config)[1]
-    averaging = WeightAveraging(steps * config.epochs, config.averaging_fraction, config.averaging_every) \
+    steps, epochs = epoch_steps(num_train, config)[1], training_epochs(config, len(label_freq))
+    averaging = WeightAveraging(steps * epochs, config.averaging_fraction, config.averaging_every) \
         if config.averaging_fraction > 0 else None
-    return FitSetup(model, early_stopping(config), steps, averaging)
+    return FitSetup(model, early_stopping(config), steps, epochs, averaging)

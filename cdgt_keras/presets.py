@@ -72,6 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "beta_schedule": "constant", "thresholds": "shrunk", "threshold_prior": 10.0,
         "encoder_hidden": (512,), "head_hidden": (), "dropout": 0.5, "learning_rate": 0.006,
         "lr_schedule": "cosine", "warmup_fraction": 0.05, "epochs": 10, "min_steps_per_epoch": 100,
+        "label_epoch_growth": 0.1,
         "early_stopping_metric": "p_at_5",
         "prior_bias": True, "neighbours": 30, "neighbour_space": "both", "centroid_features": 300,
         "tail_memory": "own", "label_text": True, "label_documents": True,

@@ -49,17 +49,17 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     label_rows = label_table(config, train.label_features, train.features, train.ids, train.label_names)
     memory = MemoryShape.for_config(config, train.features, train.labels, label_rows, centroids)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory)
-    model, stop, steps = setup.model, setup.early_stopping, setup.steps
+    model, stop, steps, epochs = setup.model, setup.early_stopping, setup.steps, setup.epochs
     start = 0
     if checkpoint_dir is not None and resume:
-        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, config.epochs, setup.averaging)
+        start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, epochs, setup.averaging)
     history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
     monitors = [RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
     after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop, setup.averaging)] \
         if history is not None else []
     after += [progress(start)] if progress is not None else []
     callbacks = setup.callbacks(config, monitors, after)
-    if start >= config.epochs:  # the last attempt had finished training (or stopped early): nothing to fit
+    if start >= epochs:  # the last attempt had finished training (or stopped early): nothing to fit
         checkpoint.finish_without_training(model, stop, setup.averaging)
         settle(model, train.features, train.labels, validation.features, validation.labels,
                config.neighbour_weights, config.batch_size, label_features=label_rows,
@@ -69,11 +69,11 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
 
     examples = tf.data.Dataset.from_tensor_slices((_features_tensor(train.features),
                                                    to_sparse_tensor(train.labels)))
-    data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, config.epochs, steps)
+    data = epoch_batches(examples, train.num_examples, config.batch_size, config.seed, start, epochs, steps)
     objective = make_dataset(validation.features, validation.labels, batch_size=config.batch_size) \
         if config.validation_objective else None  # val_payoff and the rest; RankingMonitor scores the ranking
     fitted = model.fit(without_autotuning(data), steps_per_epoch=steps, initial_epoch=start,
-                       validation_data=objective, epochs=config.epochs, callbacks=callbacks, verbose=0)
+                       validation_data=objective, epochs=epochs, callbacks=callbacks, verbose=0)
     settle(model, train.features, train.labels, validation.features, validation.labels, config.neighbour_weights,
            config.batch_size, label_features=label_rows, centroids=centroids)
     return model, history if history is not None else fitted, time.perf_counter() - started

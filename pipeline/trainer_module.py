@@ -170,16 +170,16 @@ def checkpoint_dir(root: str, config: CDGTConfig, train_files: list[str], stats_
     return os.path.join(root, hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
-def fit(model: CDGTModel, config: CDGTConfig, train: Any, validation: tf.data.Dataset | None, steps: int, start: int,
+def fit(model: CDGTModel, train: Any, validation: tf.data.Dataset | None, steps: int, epochs: int, start: int,
         callbacks: list[keras.callbacks.Callback],
         early: keras.callbacks.EarlyStopping | None = None, averaging: Any = None) -> dict[str, list[float]]:
-    """model.fit from epoch `start` (resumed) to config.epochs, the objective evaluated on `validation` each epoch
-    (None: not evaluated, config.validation_objective); returns the history."""
-    if start >= config.epochs:  # a resumed run that had finished training (or stopped early)
+    """model.fit from epoch `start` (resumed) to `epochs` (cdgt_keras.learning.training_epochs), the objective
+    evaluated on `validation` each epoch (None: not evaluated, config.validation_objective); returns the history."""
+    if start >= epochs:  # a resumed run that had finished training (or stopped early)
         checkpoint.finish_without_training(model, early, averaging)
         return {}
     with quiet_exhausted_input():
-        history = model.fit(train, validation_data=validation, epochs=config.epochs, initial_epoch=start,
+        history = model.fit(train, validation_data=validation, epochs=epochs, initial_epoch=start,
                             steps_per_epoch=steps, callbacks=callbacks, verbose=0)
     return {k: [float(v) for v in vs] for k, vs in history.history.items()}
 
@@ -214,8 +214,8 @@ def run_fn(fn_args: Any) -> None:
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
                           MemoryShape.for_config(config, *remembered, label_x, centroids) if remembered else None)
-    model, early, steps = setup.model, setup.early_stopping, setup.steps
-    start = checkpoint.resume_epoch(model, ckpt, early, config.epochs, setup.averaging)
+    model, early, steps, epochs = setup.model, setup.early_stopping, setup.steps, setup.epochs
+    start = checkpoint.resume_epoch(model, ckpt, early, epochs, setup.averaging)
     if start:
         print(f"[cdgt trainer] resuming from the checkpoint after epoch {start}", flush=True)
     val_x = eval_dataset(val_records, no_labels, config.batch_size)
@@ -224,10 +224,10 @@ def run_fn(fn_args: Any) -> None:
     callbacks = setup.callbacks(config, [report, CdgtTensorBoard(fn_args.model_run_dir, report)],
                                 [checkpoint.TrainingCheckpoint(ckpt, early, setup.averaging), EpochLine()])
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
-    history = fit(model, config, train_dataset(train_records, parse, config.batch_size, int(stats["num_train"]),
-                                               config.seed, start, config.epochs, steps),
+    history = fit(model, train_dataset(train_records, parse, config.batch_size, int(stats["num_train"]),
+                                       config.seed, start, epochs, steps),
                   eval_dataset(val_records, parse, config.batch_size) if config.validation_objective else None,
-                  steps, start, callbacks, early, setup.averaging)
+                  steps, epochs, start, callbacks, early, setup.averaging)
 
     if remembered:
         val_features = collect_features(val_records, no_labels)

@@ -96,9 +96,11 @@ def run(args: argparse.Namespace) -> int:
         + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
     if args.resume:
         from cdgt_keras.checkpoint import completed_epochs
+        from cdgt_keras.learning import training_epochs
 
         done = completed_epochs(str(args.output / CHECKPOINT_DIR))
-        print(f"resuming {args.output} after epoch {done} of {config.epochs}" if done else
+        epochs = training_epochs(config, splits["train"].num_labels)
+        print(f"resuming {args.output} after epoch {done} of {epochs}" if done else
               f"resuming {args.output}: no epoch was completed, starting from epoch 1")
     metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, featurizer=featurizer,
                            resume=args.resume)

@@ -45,7 +45,7 @@ def main() -> None:
         model = _model("cyclic", freq)
         model(x[:2])
     averaging, steps = WeightAveraging(total_steps=4, fraction=1.0, every=1), _Steps()
-    callbacks = FitSetup(model, None, 4, averaging).callbacks(CDGTConfig(epochs=1), [], [steps])
+    callbacks = FitSetup(model, None, 4, 1, averaging).callbacks(CDGTConfig(epochs=1), [], [steps])
     model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=callbacks)
     mean = [np.mean([s[i] for s in steps.weights], axis=0) for i in range(len(steps.weights[0]))]
     diffs = []

@@ -54,7 +54,7 @@ def _train(averaging: WeightAveraging | None) -> tuple[CDGTModel, _Record, _Reco
     model = CDGTModel(config, y.mean(0))
     model.compile(optimizer=keras.optimizers.Adam(0.01))
     monitor, after = _Record(), _Record()  # where the validation monitors run, and where the checkpoint runs
-    callbacks = FitSetup(model, None, 6, averaging).callbacks(config, [monitor], [after])
+    callbacks = FitSetup(model, None, 6, 3, averaging).callbacks(config, [monitor], [after])
     model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0, callbacks=callbacks)
     return model, monitor, after
 

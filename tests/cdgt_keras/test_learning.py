@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cdgt_keras.config import CDGTConfig
-from cdgt_keras.learning import StepSchedule, early_stopping, multiplier
+from cdgt_keras.learning import StepSchedule, early_stopping, multiplier, training_epochs
 from cdgt_keras.model import CDGTModel
 
 
@@ -96,6 +96,34 @@ def test_an_epoch_of_a_small_split_is_at_least_min_steps_per_epoch():
     model, history, _ = fit_model(config, data, data)
     assert int(model.player_optimizers[0].iterations.numpy()) == 14  # 2 epochs x 7 steps (3 batches a pass)
     assert len(history.history["loss"]) == 2
+
+
+def test_training_epochs_grow_with_each_doubling_of_the_labels_beyond_4096():
+    config = CDGTConfig(epochs=10, label_epoch_growth=0.1)
+    assert [training_epochs(config, n) for n in (2, 4096, 8192, 16384, 32768)] == [10, 10, 11, 12, 13]
+    assert training_epochs(config, 6000) == 11  # 10 x (1 + 0.1 x log2(6000 / 4096)) = 10.55
+    assert training_epochs(config, 5500) == 10  # 10.43
+    assert training_epochs(config.replace(epochs=20), 6000) == 21  # 21.10
+    assert training_epochs(config.replace(epochs=5), 8192) == 6  # 5.5 rounds half up
+    assert training_epochs(CDGTConfig(epochs=10), 10**6) == 10  # growth 0: the paper's budget at any label count
+
+
+def test_a_large_label_space_trains_the_grown_epochs_with_its_schedule_over_them():
+    import scipy.sparse as sp
+
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.training import fit_model
+
+    x, y = _data(n=40)
+    wide = np.zeros((40, 8192), np.uint8)
+    wide[:, :y.shape[1]] = y
+    data = MultiLabelData(x, sp.csr_matrix(wide), [str(i) for i in range(wide.shape[1])])
+    config = CDGTConfig(n_players=1, alpha=0.0, beta=0.0, encoder_hidden=(8,), head_hidden=(), batch_size=16,
+                        epochs=2, label_epoch_growth=0.5, early_stopping_patience=0, lr_schedule="cosine")
+    model, history, _ = fit_model(config, data, data)
+    assert len(history.history["loss"]) == 3  # 2 x (1 + 0.5 x log2(8192 / 4096))
+    assert int(model.player_optimizers[0].iterations.numpy()) == 9  # 3 epochs x 3 batches
+    assert float(model.player_optimizers[0].learning_rate.numpy()) < 0.05 * config.learning_rate  # decayed over 9
 
 
 def test_without_the_validation_objective_the_same_model_trains_without_val_payoff():
