@@ -61,7 +61,8 @@ RESEARCH_SCREEN = (
 _BG = f"{_LOGPOS},alpha=2,learning_rate=0.003,payoff=weighted_bce"
 # The finalist (index 3, per-label thresholds) is what preset "recommended" (index 2) ships, with shrunk thresholds.
 _BGS = f"{_LOGPOS},alpha=2,payoff=weighted_bce"
-RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended[threshold_shared_positives=0]", f"cdgt[{_BGS}]",
+RESEARCH_FINAL = (RESEARCH_BAR, RESEARCH_BAR_FAST, "recommended[label_epoch_growth=0.0,threshold_shared_positives=0]",
+                  f"cdgt[{_BGS}]",
                   f"cdgt[{_BG}]",
                   f"cdgt[{_BG},n_players=1]", f"cdgt[{_LOGPOS},alpha=2]", f"cdgt[{_LOGPOS},alpha=2,n_players=1]")
 
@@ -84,11 +85,25 @@ _T0 = "threshold_shared_positives=0"
 
 def _before_r32(name: str) -> str:
     """A `recommended` row as measured before round 32, canonically spelled: "recommended" ->
-    "recommended[threshold_shared_positives=0]"; other methods as they are."""
+    "recommended[label_epoch_growth=0.0,threshold_shared_positives=0]"; other methods as they are."""
     method = resolve(name)
-    if method.base != "recommended" or "threshold_shared_positives" in dict(method.overrides):
+    if method.base == "recommended" and "threshold_shared_positives" not in dict(method.overrides):
+        name = _with(name, _T0)
+    return _before_r34(name)
+
+
+# Rows of `recommended` measured before round 34 (2026-11-30, fourth session): every label count trained `epochs`
+# (on the sets under 4,096 labels, every set but deps and deps-all, the same model to the bit).
+_G0 = "label_epoch_growth=0.0"
+
+
+def _before_r34(name: str) -> str:
+    """A `recommended` row as measured before round 34, canonically spelled: "recommended" ->
+    "recommended[label_epoch_growth=0.0]"; other methods as they are."""
+    method = resolve(name)
+    if method.base != "recommended" or "label_epoch_growth" in dict(method.overrides):
         return method.name
-    return _with(name, _T0)
+    return _with(name, _G0)
 
 
 def _with(name: str, overrides: str) -> str:
@@ -182,11 +197,12 @@ _LEARNER_F27 = (
 # Every row above ran on the features before round 28; round 28 added the parts of compound identifiers (today's
 # `recommended`, the row after round 23's).
 _AT_F27 = [_on_f27(name) for name in _LEARNER_F27]
-LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], _before_r32("recommended"), "recommended",
+LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], _before_r32("recommended"), _before_r34("recommended"),
+           "recommended",
            *_AT_F27[_LEARNER_F27.index("recommended") + 1:])
 
 
-_MAIN = ("recommended", *(_before_r32(name) for name in (
+_MAIN = ("recommended", _before_r34("recommended"), *(_before_r32(name) for name in (
     "recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
     f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
     f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
@@ -198,8 +214,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     "main": Experiment(
         "Main comparison", "CD-GTMLL (the shipped default and the paper's literal form) vs the paper's ablations, "
         "focal loss, ASL, the bar (rarity_bce) and the peers", (*SMALL, "debtags", "delicious", "deps"),
-        # `recommended[_T0]`: the shipped preset before its last change (the frequent labels' shared threshold, round
-        # 32; every `recommended` row after it was measured before that change too, and says so);
+        # `recommended[_G0]`: the shipped preset before its last change (the epochs grown with the label count,
+        # round 34; every `recommended` row after it was measured before that change too, and says so);
+        # `recommended[_T0]`: the one before (the frequent labels' shared threshold, round 32);
         # `recommended[_R22]`: the one before (the lists' cap); `recommended[_R20]`, the
         # one before (the warm-up); `recommended[_EPS7]`, the one before (Adam's epsilon per label; the same model
         # on debtags); with `label_documents=false`, the one before (the label documents; on deps and deps-all, the

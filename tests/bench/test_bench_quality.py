@@ -124,23 +124,26 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
     # label centroids, round 11 the votes in the encoder's space beside the input's, round 12 the tail's own
     # weights, round 16 the label texts, round 17 left the objective's evaluation on validation out, round 18 added the
     # label documents, round 20 Adam's epsilon per label, round 21 the warm-up, round 23 the memories' list cap, round
-    # 32 the frequent labels' shared threshold; every row before round 28 ran on text features without the parts of
-    # compound identifiers, and every `recommended` row before round 32 with each label's own threshold
+    # 32 the frequent labels' shared threshold, round 34 the epochs grown with the label count; every row before
+    # round 28 ran on text features without the parts of compound identifiers, every `recommended` row before round
+    # 32 with each label's own threshold, and every one before round 34 with `epochs` at any label count
     from cdgt.bench.experiments import _LEARNER_F27, LEARNER, _on_f27
 
     finalist = resolve(_on_f27(next(r for r in _LEARNER_F27 if r.endswith("prior_bias=true,encoder_hidden=512]"))))
     assert finalist.name.startswith("cdgt[") and LEARNER.index("recommended") > LEARNER.index(finalist.name)
     # Keras' epsilon, before round 20
     eps7 = "adam_epsilon=1e-07,adam_epsilon_per_label=false,memory_list_cap=0"
-    f27 = "text_identifier_parts=false,threshold_shared_positives=0"
+    f27 = "label_epoch_growth=0.0,text_identifier_parts=false,threshold_shared_positives=0"
     eps7 = f"{eps7},{f27},warmup_fraction=0.0"
     assert resolve(f"recommended[{eps7},centroid_features=0,label_text=false,neighbours=0]").name in LEARNER
     assert resolve(f"recommended[{eps7},label_text=false]").name in LEARNER  # round 12's preset
     assert resolve(f"recommended[{eps7}]").name in LEARNER  # round 18's preset
     assert resolve(f"recommended[memory_list_cap=0,{f27},warmup_fraction=0.0]").name in LEARNER  # round 20's preset
     assert resolve(f"recommended[memory_list_cap=0,{f27}]").name in LEARNER  # round 21's preset
-    assert LEARNER[LEARNER.index("recommended") - 2] == f"recommended[{f27}]"  # round 23's
-    assert LEARNER[LEARNER.index("recommended") - 1] == "recommended[threshold_shared_positives=0]"  # round 28's
+    assert LEARNER[LEARNER.index("recommended") - 3] == f"recommended[{f27}]"  # round 23's
+    assert LEARNER[LEARNER.index("recommended") - 2] == \
+        "recommended[label_epoch_growth=0.0,threshold_shared_positives=0]"  # round 28's
+    assert LEARNER[LEARNER.index("recommended") - 1] == "recommended[label_epoch_growth=0.0]"  # round 32's
     shipped = CDGTConfig.preset("recommended")
     assert shipped == finalist.config().replace(early_stopping_metric="p_at_5", neighbours=30,
                                                   neighbour_space="both", centroid_features=300,
@@ -148,7 +151,7 @@ def test_the_shipped_preset_is_the_learner_grids_finalist():
                                                   validation_objective=False, adam_epsilon=5.98e-5,
                                                   adam_epsilon_per_label=True, warmup_fraction=0.05,
                                                   memory_list_cap=5000, text_identifier_parts=True,
-                                                  threshold_shared_positives=20)
+                                                  threshold_shared_positives=20, label_epoch_growth=0.1)
     explicit = SHIPPED
     assert resolve(explicit).name == "recommended" and resolve(explicit).overrides == ()
     assert resolve("recommended").config(seed=0) == shipped
