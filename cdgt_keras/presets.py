@@ -66,6 +66,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     # at the word's smallest weights. Three seeds against every entry: deps P@1 +0.00, PSP@5 +0.06, Micro-F1 -0.21;
     # debtags P@1 +0.08, PSP@5 +0.06; the other sets' lists are all shorter (the same model to the bit); the served
     # deps-all model answers a single prediction in 25.3 ms against 37.1 (bench/learner_notes.md, round 23).
+    # A label space beyond 4,096 labels trains longer (label_epoch_growth 0.1: 10 % more epochs per doubling, so
+    # deps' 18.6k labels train 12 epochs and deps-all's 41k 13; every other set here has under 1,000 labels and
+    # trains its 10, the same model to the bit). deps' validation P@5 was still rising at epoch 10; three seeds
+    # against ten epochs: P@1 +0.21, P@5 +0.23, PSP@5 +1.04, Macro-F1 +0.46, for 20 % more training time. Beside
+    # Bonsai in the same run: P@1 +0.09, PSP@5 +3.18 (bench/learner_notes.md, rounds 33-34). The same two epochs on
+    # the small sets cost bibtex Rare-F1 -0.90 and debtags Macro-F1 -0.83, hence a rule on the label count.
     "recommended": {
         "n_players": 3, "overlap": 0.2, "alpha": 2.0, "beta": 0.0, "fusion": "mean", "schedule": "cyclic",
         "rarity": "inverse_sqrt", "correctness": "log_positives", "payoff": "bce", "disagreement": "kl",
