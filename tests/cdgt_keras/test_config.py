@@ -158,6 +158,14 @@ def test_default_preset_is_the_shipped_recommendation():
     # where there are more labels (deps: 18,632)
     assert (cfg.adam_epsilon, cfg.adam_epsilon_per_label) == (5.98e-5, True)
     assert cfg.optimizer_epsilon(598) == 1e-7 and cfg.optimizer_epsilon(18_632) < 1e-8
+    # ten epochs, twelve at deps' 18,632 labels (label_epoch_growth); the paper's budget at any label count
+    from cdgt_keras.learning import training_epochs
+
+    assert (cfg.epochs, cfg.label_epoch_growth, CDGTConfig().label_epoch_growth) == (10, 0.1, 0.0)
+    assert [training_epochs(cfg, n) for n in (598, 983, 18_632, 41_405)] == [10, 10, 12, 13]
+    assert training_epochs(CDGTConfig(), 41_405) == CDGTConfig().epochs
+    with pytest.raises(ValueError, match="label_epoch_growth"):
+        CDGTConfig(label_epoch_growth=-0.1)
     # the input-space memories read at most 5,000 entries per word of a query (the paper's defaults keep all)
     assert (cfg.memory_list_cap, CDGTConfig().memory_list_cap) == (5000, 0)
     # the paper preset and the dataclass defaults are untouched by it (SPEC §4's per-label rule)
