@@ -92,7 +92,7 @@ def _before_r32(name: str) -> str:
     return _before_r34(name)
 
 
-# Rows of `recommended` measured before round 34 (2026-11-30, fourth session): every label count trained `epochs`
+# Rows of `recommended` measured before round 34 (2026-11-30, third session): every label count trained `epochs`
 # (on the sets under 4,096 labels, every set but deps and deps-all, the same model to the bit).
 _G0 = "label_epoch_growth=0.0"
 

@@ -119,7 +119,8 @@ class CDGTConfig:
     min_steps_per_epoch: int = 0
     # A larger label space trains longer: `epochs` grows by this share of itself for each doubling of the label
     # count beyond 4,096 (cdgt_keras.learning.training_epochs; at 0.1, 18.6k labels train 12 epochs of 10, 41k
-    # labels 13), since each of the many rare labels' output weights learns from a few rows a pass. 0: never.
+    # labels 13). The reasoning: many rare labels' output weights each learn from a few rows a pass. Measured on
+    # deps alone (bench/learner_notes.md, round 34). 0: never.
     label_epoch_growth: float = 0.0
     lr_schedule: str = "constant"  # "cosine": decay to 0 over the training steps (epochs x steps per epoch)
     warmup_fraction: float = 0.0  # linear warm-up over this fraction of the training steps
