@@ -98,8 +98,8 @@ class Fusion(keras.layers.Layer):
 
     def call(self, player_probs: list[tf.Tensor], contexts: list[tf.Tensor] | None = None,
              kernel: bool = False) -> tf.Tensor:
-        """p_hat [B, L]; `kernel`: static weights through cdgt's kernel (training; a served model keeps
-        TensorFlow's ops, which give the same bits)."""
+        """p_hat [B, L]; `kernel`: static weights through cdgt's kernel (training, and prediction in process; a
+        SavedModel keeps TensorFlow's ops, which give the same bits: cdgt_keras.kernels.portable_graphs)."""
         if self.mode in ("mean", "core"):  # static weights: one sparse product (slot_table)
             return combine(tf.concat(player_probs, axis=1), self.table, fused=kernel)
         slots = tf.gather(flatten_players(player_probs), self.slot_index, axis=1)  # [B, L, K]

@@ -13,6 +13,11 @@
   parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
   gradient kernels (`cdgt_keras.payoff_grad`).
 
+Predictions in process fuse the players through `column_combine` too (the same bits as TensorFlow's product, a
+third of a deps batch's prediction time); a SavedModel must not name cdgt's ops (TF Serving and TFMA load it without
+the library), so the export traces its graphs inside `portable_graphs()`, where `in_portable_graphs()` is True and
+the model keeps to TensorFlow's ops.
+
 Each is None when the library cannot be built; `kernel_status()` says why. The library is built once per
 TensorFlow version, source and machine into a cache directory (`CDGT_KERNEL_CACHE`, else
 `$XDG_CACHE_HOME/cdgt/kernels`, else `~/.cache/cdgt/kernels`), with `CXX` (default g++) and TensorFlow's own compile
@@ -25,6 +30,7 @@ and link flags; it takes about 20 s. `CDGT_FUSED_KERNELS=0` keeps to TensorFlow'
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +49,29 @@ _SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combi
 # cannot parse ("expected initializer before '<'" in PacketMathFP16.h); the kernels are float32 and need none of it.
 _FLAGS = ["-shared", "-fPIC", "-O3", "-march=native", "-mno-avx512fp16", "-fno-math-errno", "-ffp-contract=off"]
 _state: dict[str, Any] = {}
+_portable = {"depth": 0}
+
+
+@contextlib.contextmanager
+def portable_graphs() -> Iterator[None]:
+    """Graphs traced within trace TensorFlow's ops only, no cdgt kernel (what a SavedModel holds).
+
+        >>> with portable_graphs():
+        ...     in_portable_graphs()
+        True
+        >>> in_portable_graphs()
+        False
+    """
+    _portable["depth"] += 1
+    try:
+        yield
+    finally:
+        _portable["depth"] -= 1
+
+
+def in_portable_graphs() -> bool:
+    """Whether a graph traced now must keep to TensorFlow's ops (`portable_graphs`)."""
+    return _portable["depth"] > 0
 
 
 def cache_dir() -> Path:

@@ -27,6 +27,7 @@ from cdgt_keras.config import CDGTConfig
 from cdgt_keras.encoders import MLP
 from cdgt_keras.fusion import Fusion, fusion_weights
 from cdgt_keras.game import Game, GameTerms
+from cdgt_keras.kernels import in_portable_graphs
 from cdgt_keras.labels import head_tail_split
 from cdgt_keras.layout import PlayerLayout
 from cdgt_keras.sparse import LazyAdam, SparseDense
@@ -213,7 +214,7 @@ class CDGTModel(keras.Model):
         if not training and not return_players and self.shortlisted():
             return self._shortlisted(inputs, contexts)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
-        fused = self.fusion(probs, contexts, kernel=training)
+        fused = self.fusion(probs, contexts, kernel=training or not in_portable_graphs())  # the same bits
         if not training:
             for layer, space in self.memory_layers():
                 fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
@@ -237,7 +238,8 @@ class CDGTModel(keras.Model):
         network_share, part = sl.combine_memories(shares, scores)
 
         def fused() -> tf.Tensor:
-            return self.fusion([self.player_probs(i, c, inputs) for i, c in enumerate(contexts)], contexts)
+            return self.fusion([self.player_probs(i, c, inputs) for i, c in enumerate(contexts)], contexts,
+                               kernel=not in_portable_graphs())
 
         def shortlisted() -> tf.Tensor:
             ids = sl.candidates(part, self.cdgt_config.shortlist)

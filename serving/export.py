@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from cdgt.serving.preprocessing import RawPreprocessing, predict_signature, raw_from_inputs
 from cdgt_keras.features import ID, LABELS, label_spec, model_input, multi_hot
+from cdgt_keras.kernels import portable_graphs
 
 METADATA_FILE = os.path.join("assets.extra", "cdgt.json")
 LABELS_MULTI_HOT = "labels_multi_hot"
@@ -113,7 +114,8 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     k = min(top_k, num_labels)
     serve_spec = serving_feature_spec(raw_spec)
-    with tempfile.TemporaryDirectory() as tmp:
+    # traced with TensorFlow's ops alone: TF Serving and TFMA load the SavedModel without cdgt's kernels
+    with tempfile.TemporaryDirectory() as tmp, portable_graphs():
         label_file = os.path.join(tmp, "labels.txt")
         with open(label_file, "w", encoding="utf-8") as handle:
             handle.write("".join(f"{name}\n" for name in label_names))

@@ -124,7 +124,10 @@ def test_a_model_trains_to_the_same_bits_on_either_road(op, monkeypatch) -> None
         np.testing.assert_array_equal(a, b)
 
 
-def test_a_served_model_holds_none_of_cdgts_ops(op) -> None:
+def test_a_graph_traced_for_serving_holds_none_of_cdgts_ops(op) -> None:
+    """Inside `portable_graphs` (what the export traces in) prediction keeps to TensorFlow's ops; outside it, in
+    process, it fuses through the kernel, as training does."""
+    from cdgt_keras.kernels import portable_graphs
     from cdgt_keras.learning import build_trainable
 
     rng = np.random.default_rng(0)
@@ -133,6 +136,8 @@ def test_a_served_model_holds_none_of_cdgts_ops(op) -> None:
     x = tf.sparse.from_dense((rng.random((4, 20)) < 0.2).astype(np.float32))
     model(x)
     spec = tf.SparseTensorSpec([None, 20], tf.float32)
+    with portable_graphs():
+        served = tf.function(lambda batch: model(batch, training=False)).get_concrete_function(spec)
     predict = tf.function(lambda batch: model(batch, training=False)).get_concrete_function(spec)
     train = tf.function(lambda batch: model(batch, training=True)).get_concrete_function(spec)
 
@@ -142,5 +147,6 @@ def test_a_served_model_holds_none_of_cdgts_ops(op) -> None:
         names |= {node.op for g in graphs for f in g.library.function for node in f.node_def}
         return {name for name in names if name.startswith("Cdgt")}
 
-    assert cdgt_ops(predict) == set()  # TF Serving has no cdgt ops: the exported graph must not need them
+    assert cdgt_ops(served) == set()  # TF Serving has no cdgt ops: the exported graph must not need them
+    assert cdgt_ops(predict) == {"CdgtColumnCombine"}  # in process: the kernel, the same bits
     assert cdgt_ops(train) == {"CdgtColumnCombine"}  # the check can see the op where it is used

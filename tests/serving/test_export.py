@@ -203,3 +203,37 @@ def test_predict_signature_refuses_non_finite_features(dense_export, sparse_expo
     sparse = tf.saved_model.load(sparse_export.path).signatures["predict"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="`feature_values` must be finite numbers"):
         sparse(feature_ids=tf.constant([[0, 2]], tf.int64), feature_values=tf.constant([[1.0, np.inf]], tf.float32))
+
+
+def _op_types(graph_def) -> set[str]:
+    """Every op type a GraphDef names, its functions' bodies included."""
+    ops = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        ops |= {node.op for node in function.node_def}
+    return ops
+
+
+def test_the_saved_model_names_no_cdgt_op_while_prediction_in_process_runs_through_the_kernel(dense_export):
+    """TF Serving and TFMA load the SavedModel without cdgt's kernel library, so its graphs keep to TensorFlow's ops
+    (`portable_graphs`); in process, the fusion runs through `CdgtColumnCombine`, with the exported graph's bits."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from cdgt_keras.kernels import column_combine, in_portable_graphs, portable_graphs
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((Path(dense_export.path) / "saved_model.pb").read_bytes())
+    exported = set().union(*(_op_types(graph.graph_def) for graph in saved.meta_graphs))
+    assert "SparseTensorDenseMatMul" in exported  # the fusion's product, as TensorFlow computes it
+    assert not {op for op in exported if op.startswith("Cdgt")}
+    if column_combine() is None:
+        pytest.fail("cdgt's kernels did not build here: the in-process road cannot be checked")
+    x = tf.constant(dense_export.model_input)
+    call = tf.function(lambda rows: dense_export.model(rows, training=False))
+    in_process = _op_types(call.get_concrete_function(x).graph.as_graph_def())
+    assert "CdgtColumnCombine" in in_process and not in_portable_graphs()
+    with portable_graphs():
+        portable = tf.function(lambda rows: dense_export.model(rows, training=False))
+        assert "CdgtColumnCombine" not in _op_types(portable.get_concrete_function(x).graph.as_graph_def())
+        np.testing.assert_array_equal(call(x).numpy(), portable(x).numpy())
+    loaded = tf.saved_model.load(dense_export.path).signatures["predict"](features=x)["scores"].numpy()
+    np.testing.assert_array_equal(loaded, call(x).numpy())
