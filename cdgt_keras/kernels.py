@@ -12,6 +12,8 @@
 - `payoff_grad()`: the `CdgtPayoffGrad` op (payoff_grad.cc): the gradient of the shipped preset's payoff and rarity
   parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
   gradient kernels (`cdgt_keras.payoff_grad`).
+- `payoff_values()`: the `CdgtPayoffValues` op (payoff_grad.cc): those values (the BCE's sum, each player's rarity
+  sum) in one pass, where TensorFlow's ops take some seventeen; training reads them only as its logs.
 
 Predictions in process fuse the players through `column_combine` too (the same bits as TensorFlow's product, a
 third of a deps batch's prediction time); a SavedModel must not name cdgt's ops (TF Serving and TFMA load it without
@@ -164,6 +166,12 @@ def payoff_grad() -> Any:
     players, lo, hi), or None as `lazy_adam_rows`."""
     lib = _library()
     return None if lib is None else lib.cdgt_payoff_grad
+
+
+def payoff_values() -> Any:
+    """The `CdgtPayoffValues` op (a callable of fused, labels, rarity, masks, lo, hi), or None as `lazy_adam_rows`."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_payoff_values
 
 
 def kernel_status() -> str:

@@ -15,6 +15,8 @@
 // IEEE divisions, the same on every element and machine; TensorFlow's Reciprocal approximates them on all but the
 // last elements of a vectorised pass (within one float32 ulp), so its bits depend on where an element falls in
 // the tensor, and a block of the labels (cdgt_keras/turns.py) would not get the whole's.
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -127,4 +129,132 @@ class PayoffGradOp : public OpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("CdgtPayoffGrad").Device(DEVICE_CPU), PayoffGradOp);
+// CdgtPayoffValues: the values whose gradient CdgtPayoffGrad takes, in one pass: the BCE's sum over the batch,
+//   bce = sum_bl -(y log(clip(f)) + (1 - y) log(1 - clip(f)))
+// and each player's rarity sum, parts_i = sum_bl m_il * w_l * y * log(clip(f)). TensorFlow's ops take some seventeen
+// passes over [B, L] for them (two clips, three logs, the products, the sums), and training reads them only as logs
+// (loss, payoff, potential). The unlabelled entries' log(1 - f) are summed as the log of their product (float64,
+// renormalised as it goes: one log a row); the labelled entries (y != 0) are taken term by term. The sums are in
+// float64, row by row and then over the rows in order, so they do not depend on how the rows are shared between
+// threads; they differ from TensorFlow's float32 sums (another order, float32 logs) in the last float32 bits.
+REGISTER_OP("CdgtPayoffValues")
+    .Input("fused: float")
+    .Input("labels: float")
+    .Input("rarity: float")
+    .Input("masks: float")
+    .Attr("lo: float")
+    .Attr("hi: float")
+    .Output("bce: double")
+    .Output("parts: double")
+    .SetShapeFn([](shape_inference::InferenceContext* c) {
+      shape_inference::ShapeHandle fused, masks;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &fused));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), 2, &masks));
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Vector(c->Dim(masks, 0)));
+      return absl::OkStatus();
+    })
+    .Doc("The BCE's sum and each player's rarity sum of the fused probabilities, in one pass.");
+
+class PayoffValuesOp : public OpKernel {
+ public:
+  explicit PayoffValuesOp(OpKernelConstruction* c) : OpKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("lo", &lo_));
+    OP_REQUIRES_OK(c, c->GetAttr("hi", &hi_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& fused = ctx->input(0);
+    const Tensor& masks = ctx->input(3);
+    OP_REQUIRES(ctx, fused.dims() == 2, errors::InvalidArgument("fused must be a matrix, got ",
+                                                                 fused.shape().DebugString()));
+    OP_REQUIRES(ctx, ctx->input(1).shape() == fused.shape(),
+                errors::InvalidArgument("labels must have the fused probabilities' shape ", fused.shape().DebugString(),
+                                        ", got ", ctx->input(1).shape().DebugString()));
+    const int64_t rows = fused.dim_size(0), width = fused.dim_size(1);
+    OP_REQUIRES(ctx, ctx->input(2).dims() == 1 && ctx->input(2).dim_size(0) == width,
+                errors::InvalidArgument("rarity must be a vector of ", width, " weights"));
+    OP_REQUIRES(ctx, masks.dims() == 2 && masks.dim_size(1) == width,
+                errors::InvalidArgument("masks must be [players, ", width, "]"));
+    const int64_t n = masks.dim_size(0);
+    const float* f = fused.flat<float>().data();
+    const float* y = ctx->input(1).flat<float>().data();
+    const float* w = ctx->input(2).flat<float>().data();
+    const float* m = masks.flat<float>().data();
+    const float lo = lo_, hi = hi_;
+    std::vector<double> row_bce(rows, 0.0), row_parts(rows * n, 0.0);
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        double* parts = row_parts.data() + b * n;
+        const float* fb = f + b * width;
+        const float* yb = y + b * width;
+        // The negatives' sum of log(1 - p) as the log of a product: kLanes running products (independent, so the
+        // loop vectorises), each brought back to [1/2, 1) by frexp every kSpan factors (a factor is at least
+        // 1 - hi, about 2^-23, so kSpan of them stay far above float64's smallest normal), one log at the end.
+        constexpr int kLanes = 8, kSpan = 32;
+        double prod[kLanes];
+        int64_t exponent = 0;
+        for (int k = 0; k < kLanes; ++k) prod[k] = 1.0;
+        int64_t l = 0;
+        while (l + kLanes <= width) {
+          const int64_t stop = std::min<int64_t>(width - (width - l) % kLanes, l + kLanes * kSpan);
+          for (; l < stop; l += kLanes) {
+            for (int k = 0; k < kLanes; ++k) {
+              const float fv = fb[l + k];
+              const float p = fv < lo ? lo : (fv > hi ? hi : fv);  // tf.clip_by_value; NaN stays NaN
+              prod[k] *= yb[l + k] == 0.0f ? static_cast<double>(1.0f - p) : 1.0;
+            }
+          }
+          for (int k = 0; k < kLanes; ++k) {
+            int e = 0;
+            prod[k] = std::frexp(prod[k], &e);
+            exponent += e;
+          }
+        }
+        double log_q = static_cast<double>(exponent) * 0.69314718055994530942;
+        for (int k = 0; k < kLanes; ++k) log_q += std::log(prod[k]);
+        for (; l < width; ++l) {
+          const float fv = fb[l];
+          const float p = fv < lo ? lo : (fv > hi ? hi : fv);
+          if (yb[l] == 0.0f) log_q += static_cast<double>(std::log(1.0f - p));
+        }
+        // The labelled entries (y != 0, a few per row), term by term: y log p + (1 - y) log(1 - p).
+        double labelled = 0.0;
+        for (int64_t j = 0; j < width; ++j) {
+          const float yv = yb[j];
+          if (yv == 0.0f) continue;
+          const float fv = fb[j];
+          const float p = fv < lo ? lo : (fv > hi ? hi : fv);
+          const float log_p = std::log(p);
+          float term = yv * log_p;
+          if (yv != 1.0f) term = term + (1.0f - yv) * std::log(1.0f - p);
+          labelled += static_cast<double>(term);
+          const float weighted = (yv * log_p) * w[j];
+          for (int64_t i = 0; i < n; ++i) parts[i] += static_cast<double>(weighted * m[i * width + j]);
+        }
+        row_bce[b] = -(log_q + labelled);
+      }
+    };
+    auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+    Shard(workers->NumThreads(), workers, rows, 8 * width, run);
+    Tensor* bce_out = nullptr;
+    Tensor* parts_out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &bce_out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &parts_out));
+    double total = 0.0;
+    for (int64_t b = 0; b < rows; ++b) total += row_bce[b];
+    bce_out->scalar<double>()() = total;
+    auto parts = parts_out->flat<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < rows; ++b) sum += row_parts[b * n + i];
+      parts(i) = sum;
+    }
+  }
+
+ private:
+  float lo_ = 0.0f, hi_ = 1.0f;
+};
+
+REGISTER_KERNEL_BUILDER(Name("CdgtPayoffValues").Device(DEVICE_CPU), PayoffValuesOp);
 }  // namespace cdgt

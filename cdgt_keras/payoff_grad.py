@@ -2,13 +2,16 @@
 
 `payoff_and_rarity(y, fused, tables, players)` returns R = -mean(BCE(y, clip(fused))) and, for each player i named,
 its rarity part r_i = mean over the batch of sum over its labels of w_l * y * log(clip(fused)), over L: the values of
-`objectives.payoff(..., "bce")` and `objectives.masked_rarity_part` on `correctness(..., "log_positives") * w`,
-computed by those very functions. Their gradient with respect to `fused` is TensorFlow's twenty-odd element-wise
-kernels backward (clip's alone are two comparisons, two zero fills and two selections); cdgt's `CdgtPayoffGrad`
-kernel (`cdgt_keras.kernels`) does it in one pass, in the same float32 order but for the reciprocals, which it takes
-as IEEE divisions where TensorFlow's vectorised Reciprocal approximates them (within one float32 ulp, tested). So
-its bits on an element do not depend on the tensor's shape: a player's turn on its own labels (cdgt_keras.turns)
-gets the whole objective's gradient to the bit. Other payoffs and curiosity forms, and a machine without the
+`objectives.payoff(..., "bce")` and `objectives.masked_rarity_part` on `correctness(..., "log_positives") * w`.
+With cdgt's kernels the values come from `CdgtPayoffValues`, one pass with float64 sums (within float32 rounding of
+those functions', tested; TensorFlow's ops take some seventeen passes over [B, L], and training reads the values
+only as its logs); without them, from those very functions. Their gradient with respect to `fused` is
+TensorFlow's twenty-odd element-wise kernels backward (clip's alone are two comparisons, two zero fills and two
+selections); cdgt's `CdgtPayoffGrad` kernel (`cdgt_keras.kernels`) does it in one pass, in the same float32 order
+but for the reciprocals, which it takes as IEEE divisions where TensorFlow's vectorised Reciprocal approximates them
+(within one float32 ulp, tested). So its bits on an element do not depend on the tensor's shape: a player's turn on
+its own labels (cdgt_keras.turns) gets the whole objective's gradient to the bit. Other payoffs and curiosity
+forms, and a machine without the
 kernel, keep TensorFlow's gradient.
 
     >>> import numpy as np
@@ -26,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from cdgt_keras import objectives as obj
-from cdgt_keras.kernels import payoff_grad
+from cdgt_keras.kernels import payoff_grad, payoff_values
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
         return out[0], tuple(out[1:])
     total = num_labels if total_labels is None else int(total_labels)
     stacked = tf.constant(tables.masks)
+    values_op = payoff_values()
 
     @tf.custom_gradient
     @tf.autograph.experimental.do_not_convert
@@ -97,6 +101,8 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
             return op(fused=f, labels=y, rarity=w, masks=stacked, scale=scale,
                       player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS)
 
+        if values_op is not None:
+            return _summed_values(values_op, f, y, w, stacked, players, total), gradient
         out = _values(y, f, w, masks, players, total)
         if total == num_labels:
             return out, gradient
@@ -104,6 +110,16 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
 
     out = values(tf.convert_to_tensor(fused, tf.float32))
     return out[0], tuple(out[1:])
+
+
+def _summed_values(op: object, f: tf.Tensor, y: tf.Tensor, w: tf.Tensor, masks: tf.Tensor,
+                   players: tuple[int, ...], total: int) -> tuple[tf.Tensor, ...]:
+    """R = -bce / (B total) and r_i = parts_i / (B total) from `CdgtPayoffValues`' float64 sums (one pass; within
+    float32 rounding of `_values`', whose float32 sums run in another order)."""
+    bce, parts = op(fused=f, labels=y, rarity=w, masks=masks, lo=obj.EPS, hi=1.0 - obj.EPS)
+    count = tf.cast(tf.shape(f)[0], tf.float64) * float(total)
+    payoff = tf.cast(-bce / count, tf.float32)
+    return (payoff, *(tf.cast(parts[i] / count, tf.float32) for i in players))
 
 
 def _or_zero(value: tf.Tensor | None) -> tf.Tensor:

@@ -80,11 +80,17 @@ def _kernel_by_numpy(y, f, tables, players, coefs) -> np.ndarray:
 
 @pytest.mark.parametrize("players,coefs", [((0, 1, 2), (-0.5, -1.0, -1.0, -1.0)), ((1,), (-0.5, -2.0)),
                                            ((), (-1.0,)), ((2, 0), (0.25, 3.0, -1.5))])
-def test_the_kernel_gives_tensorflows_values_and_its_formulas_gradient_bit_for_bit(op, players, coefs) -> None:
+def test_the_kernel_gives_tensorflows_values_and_its_formulas_gradient_bit_for_bit(op, players, coefs,
+                                                                                   monkeypatch) -> None:
     f, y, tables = _case(np.random.default_rng(len(players)))
     values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
     ref_values, ref_grad = _value_and_gradient(_reference, y, f, tables, players, coefs)
-    assert [v.tobytes() for v in values] == [v.tobytes() for v in ref_values]
+    # the values kernel's float64 sums: within float32 rounding of TensorFlow's float32 ones
+    np.testing.assert_allclose(values, ref_values, rtol=2e-6, atol=0)
+    monkeypatch.setattr(pg, "payoff_values", lambda: None)  # without it, the values are the functions' own bits
+    by_ops, grad_by_ops = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
+    assert [v.tobytes() for v in by_ops] == [v.tobytes() for v in ref_values]
+    assert grad_by_ops.tobytes() == grad.tobytes()  # the values' road leaves the gradient as it was
     by_hand = _kernel_by_numpy(y, f, tables, players, coefs)
     np.testing.assert_array_equal(grad.view(np.int32), by_hand.view(np.int32))  # every bit, the zeros' signs too
     # TensorFlow's own gradient differs only by its vectorised Reciprocal's approximation (a float32 ulp or so)
@@ -159,3 +165,49 @@ def test_a_model_trains_on_either_road_to_the_same_model(op, monkeypatch, beta) 
     assert logs[0].keys() == logs[1].keys()
     for name in logs[0]:
         np.testing.assert_allclose(logs[0][name], logs[1][name], rtol=1e-5, atol=1e-8, err_msg=name)
+
+
+def _values_by_numpy(f: np.ndarray, y: np.ndarray, w: np.ndarray, masks: np.ndarray) -> tuple[float, np.ndarray]:
+    """The BCE's sum and each mask's rarity sum in float64 from float32's clipped p and 1 - p, term by term."""
+    clipped = np.clip(f, np.float32(obj.EPS), np.float32(1.0 - obj.EPS))
+    p, q = clipped.astype(np.float64), (np.float32(1.0) - clipped).astype(np.float64)
+    bce = -(y * np.log(p) + (1.0 - y) * np.log(q)).sum()
+    return float(bce), np.array([(y * np.log(p) * w * m).sum() for m in masks])
+
+
+@pytest.mark.parametrize("rows,width", [(2, 7), (9, 50), (3, 1000), (4, 2053)])
+def test_the_values_kernel_sums_every_term(rows, width) -> None:
+    """Widths below one lane group (7), between groups (50, 2053) and over many renormalisations: runs of f = 1,
+    each unlabelled entry's 1 - p about 2^-23, whose product underflows float64 within 45 factors unless it is
+    brought back; a soft label (0.3) takes both logs; the values agree with float64 logs to float32's rounding."""
+    values = built_kernel(kernels.payoff_values)
+    rng = np.random.default_rng(width)
+    f = (rng.random((rows, width)) ** 3).astype(np.float32)
+    f[0, : min(width, 600)] = 1.0
+    f[1, :3] = 0.0
+    y = (rng.random((rows, width)) < 0.05).astype(np.float32)
+    y[1, 0], y[0, 1] = 0.3, 1.0
+    w = rng.uniform(0.2, 10.0, width).astype(np.float32)
+    masks = np.zeros((3, width), np.float32)
+    masks[0, : width // 2], masks[1, width // 3:], masks[2] = 1.0, 1.0, 1.0
+    bce, parts = values(fused=f, labels=y, rarity=w, masks=masks, lo=obj.EPS, hi=1.0 - obj.EPS)
+    ref_bce, ref_parts = _values_by_numpy(f, y, w, masks)
+    assert np.isfinite(float(bce)) and float(bce) > 0
+    np.testing.assert_allclose(float(bce), ref_bce, rtol=1e-7)
+    np.testing.assert_allclose(parts.numpy(), ref_parts, rtol=1e-6)
+    assert bce.dtype == tf.float64 and parts.shape == (3,)
+
+
+def test_the_values_kernel_keeps_a_nan_and_names_what_is_wrong() -> None:
+    values = built_kernel(kernels.payoff_values)
+    f = np.full((2, 20), 0.5, np.float32)
+    f[1, 13] = np.nan  # a diverged model's NaN reaches the logged loss, where training stops on it
+    good = {"fused": f, "labels": np.zeros((2, 20), np.float32), "rarity": np.ones(20, np.float32),
+            "masks": np.ones((2, 20), np.float32), "lo": 1e-7, "hi": 1.0 - 1e-7}
+    assert np.isnan(float(values(**good).bce))
+    cases = [({"labels": tf.zeros([2, 19])}, "labels must have the fused probabilities' shape"),
+             ({"rarity": tf.ones([19])}, "rarity must be a vector of 20 weights"),
+             ({"masks": tf.ones([2, 19])}, r"masks must be \[players, 20\]")]
+    for change, message in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            values(**{**good, **change})
