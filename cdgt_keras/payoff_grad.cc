@@ -46,28 +46,48 @@ REGISTER_OP("CdgtPayoffGrad")
     })
     .Doc("The gradient of the BCE payoff and the log-scoring rarity parts with respect to the fused probabilities.");
 
-class PayoffGradOp : public OpKernel {
+// The inputs both ops read: fused [B, W], labels of its shape, rarity [W] and the players' masks [N, W].
+absl::Status CheckGameInputs(OpKernelContext* ctx) {
+  const Tensor& fused = ctx->input(0);
+  const Tensor& masks = ctx->input(3);
+  if (fused.dims() != 2) return errors::InvalidArgument("fused must be a matrix, got ", fused.shape().DebugString());
+  if (ctx->input(1).shape() != fused.shape()) {
+    return errors::InvalidArgument("labels must have the fused probabilities' shape ", fused.shape().DebugString(),
+                                   ", got ", ctx->input(1).shape().DebugString());
+  }
+  const int64_t width = fused.dim_size(1);
+  if (ctx->input(2).dims() != 1 || ctx->input(2).dim_size(0) != width) {
+    return errors::InvalidArgument("rarity must be a vector of ", width, " weights");
+  }
+  if (masks.dims() != 2 || masks.dim_size(1) != width) {
+    return errors::InvalidArgument("masks must be [players, ", width, "]");
+  }
+  return absl::OkStatus();
+}
+
+// A kernel of the clipped probabilities: the clip's bounds lo and hi are its attributes.
+class ClippedKernel : public OpKernel {
  public:
-  explicit PayoffGradOp(OpKernelConstruction* c) : OpKernel(c) {
+  explicit ClippedKernel(OpKernelConstruction* c) : OpKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("lo", &lo_));
     OP_REQUIRES_OK(c, c->GetAttr("hi", &hi_));
   }
+
+ protected:
+  float lo_ = 0.0f, hi_ = 1.0f;
+};
+
+class PayoffGradOp : public ClippedKernel {
+ public:
+  explicit PayoffGradOp(OpKernelConstruction* c) : ClippedKernel(c) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& fused = ctx->input(0);
     const Tensor& masks = ctx->input(3);
     const Tensor& player_scale = ctx->input(5);
     const Tensor& players = ctx->input(6);
-    OP_REQUIRES(ctx, fused.dims() == 2, errors::InvalidArgument("fused must be a matrix, got ",
-                                                                 fused.shape().DebugString()));
-    OP_REQUIRES(ctx, ctx->input(1).shape() == fused.shape(),
-                errors::InvalidArgument("labels must have the fused probabilities' shape ", fused.shape().DebugString(),
-                                        ", got ", ctx->input(1).shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckGameInputs(ctx));
     const int64_t rows = fused.dim_size(0), width = fused.dim_size(1);
-    OP_REQUIRES(ctx, ctx->input(2).dims() == 1 && ctx->input(2).dim_size(0) == width,
-                errors::InvalidArgument("rarity must be a vector of ", width, " weights"));
-    OP_REQUIRES(ctx, masks.dims() == 2 && masks.dim_size(1) == width,
-                errors::InvalidArgument("masks must be [players, ", width, "]"));
     const int64_t n = masks.dim_size(0);
     OP_REQUIRES(ctx, player_scale.NumElements() == n && players.NumElements() == n,
                 errors::InvalidArgument("player_scale and players must hold one value per player (", n, ")"));
@@ -123,9 +143,6 @@ class PayoffGradOp : public OpKernel {
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     Shard(workers->NumThreads(), workers, rows, 12 * width, run);
   }
-
- private:
-  float lo_ = 0.0f, hi_ = 1.0f;
 };
 
 REGISTER_KERNEL_BUILDER(Name("CdgtPayoffGrad").Device(DEVICE_CPU), PayoffGradOp);
@@ -156,26 +173,15 @@ REGISTER_OP("CdgtPayoffValues")
     })
     .Doc("The BCE's sum and each player's rarity sum of the fused probabilities, in one pass.");
 
-class PayoffValuesOp : public OpKernel {
+class PayoffValuesOp : public ClippedKernel {
  public:
-  explicit PayoffValuesOp(OpKernelConstruction* c) : OpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("lo", &lo_));
-    OP_REQUIRES_OK(c, c->GetAttr("hi", &hi_));
-  }
+  explicit PayoffValuesOp(OpKernelConstruction* c) : ClippedKernel(c) {}
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& fused = ctx->input(0);
     const Tensor& masks = ctx->input(3);
-    OP_REQUIRES(ctx, fused.dims() == 2, errors::InvalidArgument("fused must be a matrix, got ",
-                                                                 fused.shape().DebugString()));
-    OP_REQUIRES(ctx, ctx->input(1).shape() == fused.shape(),
-                errors::InvalidArgument("labels must have the fused probabilities' shape ", fused.shape().DebugString(),
-                                        ", got ", ctx->input(1).shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckGameInputs(ctx));
     const int64_t rows = fused.dim_size(0), width = fused.dim_size(1);
-    OP_REQUIRES(ctx, ctx->input(2).dims() == 1 && ctx->input(2).dim_size(0) == width,
-                errors::InvalidArgument("rarity must be a vector of ", width, " weights"));
-    OP_REQUIRES(ctx, masks.dims() == 2 && masks.dim_size(1) == width,
-                errors::InvalidArgument("masks must be [players, ", width, "]"));
     const int64_t n = masks.dim_size(0);
     const float* f = fused.flat<float>().data();
     const float* y = ctx->input(1).flat<float>().data();
@@ -251,9 +257,6 @@ class PayoffValuesOp : public OpKernel {
       parts(i) = sum;
     }
   }
-
- private:
-  float lo_ = 0.0f, hi_ = 1.0f;
 };
 
 REGISTER_KERNEL_BUILDER(Name("CdgtPayoffValues").Device(DEVICE_CPU), PayoffValuesOp);
