@@ -176,5 +176,5 @@ def payoff_values() -> Any:
 
 def kernel_status() -> str:
     """"fused", "not built yet", or "TensorFlow ops (<why>)": what LazyAdam's sparse updates and the players'
-    fusion in training run on."""
+    fusion (in training, and in prediction in process) run on."""
     return _state.get("status", "not built yet")

@@ -11,8 +11,7 @@ selections); cdgt's `CdgtPayoffGrad` kernel (`cdgt_keras.kernels`) does it in on
 but for the reciprocals, which it takes as IEEE divisions where TensorFlow's vectorised Reciprocal approximates them
 (within one float32 ulp, tested). So its bits on an element do not depend on the tensor's shape: a player's turn on
 its own labels (cdgt_keras.turns) gets the whole objective's gradient to the bit. Other payoffs and curiosity
-forms, and a machine without the
-kernel, keep TensorFlow's gradient.
+forms, and a machine without the kernel, keep TensorFlow's gradient.
 
     >>> import numpy as np
     >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
