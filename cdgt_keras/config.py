@@ -231,6 +231,9 @@ class CDGTConfig:
     # Also the parts of compound tokens as terms (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`): a package
     # or file name's affixes (`-dev`, `-doc`, `python3-`) become features shared across names.
     text_identifier_parts: bool = True
+    # Also each token's first n characters, marked `*`, as a term (`library`, `libfoo-dev` -> `lib*` at n = 3): a
+    # crude stem, and a name's leading affix (`lib`, `py`thon, `xfce`) shared across names; 0 = none.
+    text_prefixes: int = 0
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"
     min_threshold_positives: int = 5
@@ -328,6 +331,7 @@ class CDGTConfig:
         _check(self.vocabulary_size >= 2, "vocabulary_size", self.vocabulary_size, "an integer >= 2")
         _check(1 <= self.text_ngrams <= 3, "text_ngrams", self.text_ngrams, "1, 2 or 3")
         _check(self.text_min_df >= 1, "text_min_df", self.text_min_df, "an integer >= 1")
+        _check(self.text_prefixes >= 0, "text_prefixes", self.text_prefixes, "an integer >= 0 (0: no prefixes)")
         _check(self.memory_tuning_k >= 1, "memory_tuning_k", self.memory_tuning_k, "an integer >= 1")
         _check(self.encoder_memory_dims >= 0, "encoder_memory_dims", self.encoder_memory_dims, "an integer >= 0")
         _check(self.encoder_memory_rerank >= 0, "encoder_memory_rerank", self.encoder_memory_rerank,

@@ -6,7 +6,8 @@ SavedModel (raw strings in):
 
 - `tokens`: lower-cased tokens that keep identifiers (`c++`, `x11`, `gtk3`, `python3`, `real-time`, `c#`), then
   word n-grams up to `ngrams` joined by a space, then (with `identifier_parts`) the parts of compound identifiers
-  (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`), so a name's affixes are features of their own;
+  (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`), so a name's affixes are features of their own, then
+  (with `prefixes` n > 0) each token's first n characters marked `*` (`library`, `libfoo-dev` -> `lib*`);
 - `unique_per_row`: each document's distinct terms (what document frequency counts);
 - `smoothed_idf`: idf = ln((1 + n) / (1 + df)) + 1 (scikit-learn's and tf.Transform's smoothed IDF);
 - `tfidf`: term ids -> L2-normalised rows of tf x idf, tf = 1 + ln(count) (sublinear) or the count.
@@ -45,7 +46,8 @@ _PART_SEPARATORS = r"[.\-_]+"  # inside a token: `libfoo-dev`, `e.g`, `snake_cas
 
 
 # The CDGTConfig fields the text featurizer reads (TextOptions.from_config): what decides a text set's features.
-TEXT_CONFIG_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "text_identifier_parts")
+TEXT_CONFIG_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "text_identifier_parts",
+                      "text_prefixes")
 
 
 @dataclass(frozen=True)
@@ -57,22 +59,27 @@ class TextOptions:
     min_df: int = 2
     max_features: int = 100_000
     identifier_parts: bool = True
+    prefixes: int = 0
 
     @classmethod
     def from_config(cls, config: Any) -> TextOptions:
         return cls(ngrams=config.text_ngrams, sublinear_tf=config.text_sublinear_tf, min_df=config.text_min_df,
-                   max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts)
+                   max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts,
+                   prefixes=config.text_prefixes)
 
 
-def tokens(texts: Any, ngrams: int = 2, identifier_parts: bool = False) -> Any:
+def tokens(texts: Any, ngrams: int = 2, identifier_parts: bool = False, prefixes: int = 0) -> Any:
     """Terms of a [B] or [B, 1] string tensor: a tf.RaggedTensor [B, None] of unigrams, then bigrams, ..., then
-    (`identifier_parts`) the parts of each compound token.
+    (`identifier_parts`) the parts of each compound token, then (`prefixes` n > 0) the first n characters of each
+    token longer than n.
 
     Example:
         >>> import tensorflow as tf
         >>> terms = tokens(tf.constant(["libfoo-dev for gtk3"]), ngrams=1, identifier_parts=True)
         >>> [t.decode() for t in terms.flat_values.numpy()]
         ['libfoo-dev', 'for', 'gtk3', 'libfoo', 'dev', 'gtk', '3']
+        >>> [t.decode() for t in tokens(tf.constant(["libfoo-dev for gtk3"]), 1, prefixes=3).flat_values.numpy()]
+        ['libfoo-dev', 'for', 'gtk3', 'lib*', 'gtk*']
     """
     import tensorflow as tf
 
@@ -83,9 +90,25 @@ def tokens(texts: Any, ngrams: int = 2, identifier_parts: bool = False) -> Any:
         tf.strings.regex_full_match(words.flat_values, _HAS_WORD)))
     terms = words if ngrams <= 1 else tf.strings.ngrams(words, ngram_width=list(range(1, ngrams + 1)),
                                                         separator=" ")
-    if not identifier_parts:
-        return terms
-    return tf.concat([terms, _identifier_parts(words)], axis=1)
+    out = [terms]
+    if identifier_parts:
+        out.append(_identifier_parts(words))
+    if prefixes > 0:
+        out.append(_prefixes(words, prefixes))
+    return out[0] if len(out) == 1 else tf.concat(out, axis=1)
+
+
+def _prefixes(words: Any, length: int) -> Any:
+    """Each token of `words` ([B, None]) longer than `length` characters gives its first `length`, marked `*`
+    (`library` -> `lib*`; `*` separates tokens, so no token reads so): a tf.RaggedTensor [B, None]."""
+    import tensorflow as tf
+
+    flat = words.flat_values
+    keep = tf.strings.length(flat, unit="UTF8_CHAR") > length
+    heads = tf.strings.join([tf.strings.substr(tf.boolean_mask(flat, keep), 0, length, unit="UTF8_CHAR"),
+                             tf.constant("*")])
+    return tf.RaggedTensor.from_value_rowids(heads, tf.boolean_mask(words.value_rowids(), keep),
+                                             nrows=words.nrows())
 
 
 def _identifier_parts(words: Any) -> Any:
@@ -180,7 +203,7 @@ class TextFeaturizer:
         counts: Counter[str] = Counter()
         for start in range(0, len(texts), batch_size):
             terms = unique_per_row(tokens(texts[start:start + batch_size], options.ngrams,
-                                           options.identifier_parts))
+                                           options.identifier_parts, options.prefixes))
             counts.update(t.decode("utf-8") for t in terms.flat_values.numpy())
         vocabulary = select_vocabulary(counts, options.min_df, options.max_features)
         if not vocabulary:
@@ -214,7 +237,7 @@ class TextFeaturizer:
 
     def tensor(self, texts: Any) -> Any:
         """A [B] string tensor -> tf.SparseTensor [B, width] (graph-safe; what serving runs)."""
-        terms = tokens(texts, self.options.ngrams, self.options.identifier_parts)
+        terms = tokens(texts, self.options.ngrams, self.options.identifier_parts, self.options.prefixes)
         ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
         import tensorflow as tf
 

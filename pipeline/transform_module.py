@@ -48,7 +48,7 @@ def _as_sparse(value: Any) -> tf.SparseTensor:
 
 def text_features(text: tf.Tensor, options: TextOptions) -> tuple[tf.SparseTensor, tf.SparseTensor]:
     """TF-IDF of a [B] / [B, 1] string tensor, with the statistics of the whole split: (ids, weights)."""
-    terms = tokens(text, options.ngrams, options.identifier_parts)
+    terms = tokens(text, options.ngrams, options.identifier_parts, options.prefixes)
     distinct = unique_per_row(terms)
     vocabulary = tft.vocabulary(distinct, top_k=options.max_features, frequency_threshold=options.min_df,
                                 vocab_filename=TEXT_VOCABULARY)

@@ -65,6 +65,7 @@ def test_categorical_field_rejects_bad_value(name):
         ({"disagreement_cap": 0.0}, "disagreement_cap"),
         ({"tail_fraction": 0.0}, "tail_fraction"),
         ({"threshold_shared_positives": -1}, "threshold_shared_positives"),
+        ({"text_prefixes": -1}, "text_prefixes"),
         ({"head_fraction": 0.7, "tail_fraction": 0.4}, "head_fraction + tail_fraction"),
         ({"head_hidden": (0,)}, "head_hidden"),
         ({"n_players": 3, "player_learning_rates": (0.1, 0.2)}, "player_learning_rates"),  # 2 rates, 3 players

@@ -117,6 +117,17 @@ def test_identifier_parts_follow_the_terms_and_leave_them_unchanged():
     assert parted[1:] == [["plain", "words", "plain words"], []]
 
 
+def test_prefixes_follow_the_other_terms_marked_and_counted_in_characters():
+    text = tf.constant(["libfoo-dev: Café library x11", "ab abc", ""])
+    plain = [[t.decode() for t in row] for row in tokens(text, ngrams=2, identifier_parts=True).to_list()]
+    both = [[t.decode() for t in row]
+            for row in tokens(text, ngrams=2, identifier_parts=True, prefixes=3).to_list()]
+    assert [row[:len(p)] for row, p in zip(both, plain)] == plain
+    # tokens longer than 3 characters (UTF-8 characters, not bytes: "café" is 4), in their order; "x11" is not
+    assert [row[len(p):] for row, p in zip(both, plain)] == [["lib*", "caf*", "lib*"], [], []]
+    assert tokens(text, ngrams=1, prefixes=0).to_list() == tokens(text, ngrams=1).to_list()
+
+
 def test_tfidf_does_not_pad_texts_to_the_longest():
     """One 100k-character text among 2,000 short ones: a fixed-width str array would take 0.8 GB; the object array stays
     small, and the long text's counts are all there."""

@@ -65,14 +65,16 @@ def _rows(transformed: list[dict], width: int) -> np.ndarray:
     return dense
 
 
-@pytest.mark.parametrize("options", [OPTIONS, replace(OPTIONS, identifier_parts=True, max_features=20)],
-                         ids=["tokens", "identifier-parts"])
+@pytest.mark.parametrize("options", [OPTIONS, replace(OPTIONS, identifier_parts=True, max_features=20),
+                                     replace(OPTIONS, identifier_parts=True, prefixes=3, max_features=30)],
+                         ids=["tokens", "identifier-parts", "prefixes"])
 def test_text_features_agree_on_every_path(options: TextOptions):
     fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), options)
     fast = fit.transform(np.array(TEST, dtype=object))
     assert sp.issparse(fast) and fast.shape == (len(TEST), fit.width)
     assert {"c++", "gtk3", "python3", "real-time", "x11", "text editor"} <= set(fit.text.vocabulary)
     assert ({"gtk", "python", "real", "time"} <= set(fit.text.vocabulary)) == options.identifier_parts
+    assert ({"edi*", "tex*"} <= set(fit.text.vocabulary)) == (options.prefixes == 3)
 
     transformed, vocabulary = _tft_transform(
         [{"text": t} for t in TRAIN], [{"text": t} for t in TEST], {"text": tf.io.FixedLenFeature([], tf.string)},
