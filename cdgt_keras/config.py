@@ -231,8 +231,8 @@ class CDGTConfig:
     # Also the parts of compound tokens as terms (`libfoo-dev` -> `libfoo`, `dev`; `gtk3` -> `gtk`, `3`): a package
     # or file name's affixes (`-dev`, `-doc`, `python3-`) become features shared across names.
     text_identifier_parts: bool = True
-    # Also each token's first n characters, marked `*`, as a term (`library`, `libfoo-dev` -> `lib*` at n = 3): a
-    # crude stem, and a name's leading affix (`lib`, `py`thon, `xfce`) shared across names; 0 = none.
+    # Also each token's first n characters, marked `*`, as a term (at n = 3, `library` and `libfoo-dev` both give
+    # `lib*`): a crude stem, and a name's leading affix shared across names; 0 = none.
     text_prefixes: int = 0
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"

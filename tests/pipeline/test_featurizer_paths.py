@@ -112,9 +112,10 @@ def test_featurizer_round_trips_through_json():
 def test_a_featurizer_saved_before_identifier_parts_keeps_making_none():
     fit = Featurizer.fit("text", TRAIN, replace(OPTIONS, identifier_parts=False))
     payload = fit.to_dict()
-    del payload["text"]["options"]["identifier_parts"]  # what a featurizer saved before the option holds
+    # what a featurizer saved before the options holds: neither key
+    del payload["text"]["options"]["identifier_parts"], payload["text"]["options"]["prefixes"]
     again = Featurizer.from_dict(payload)
-    assert again.text.options.identifier_parts is False
+    assert again.text.options.identifier_parts is False and again.text.options.prefixes == 0
     assert (again.transform(TEST) != fit.transform(TEST)).nnz == 0
 
 
