@@ -67,6 +67,10 @@ class TextOptions:
                    max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts,
                    prefixes=config.text_prefixes)
 
+    def terms(self, texts: Any) -> Any:
+        """`tokens` of `texts` under these options: the one call every road makes, so an option reaches them all."""
+        return tokens(texts, self.ngrams, self.identifier_parts, self.prefixes)
+
 
 def tokens(texts: Any, ngrams: int = 2, identifier_parts: bool = False, prefixes: int = 0) -> Any:
     """Terms of a [B] or [B, 1] string tensor: a tf.RaggedTensor [B, None] of unigrams, then bigrams, ..., then
@@ -202,8 +206,7 @@ class TextFeaturizer:
         texts = _strings(texts)
         counts: Counter[str] = Counter()
         for start in range(0, len(texts), batch_size):
-            terms = unique_per_row(tokens(texts[start:start + batch_size], options.ngrams,
-                                           options.identifier_parts, options.prefixes))
+            terms = unique_per_row(options.terms(texts[start:start + batch_size]))
             counts.update(t.decode("utf-8") for t in terms.flat_values.numpy())
         vocabulary = select_vocabulary(counts, options.min_df, options.max_features)
         if not vocabulary:
@@ -237,7 +240,7 @@ class TextFeaturizer:
 
     def tensor(self, texts: Any) -> Any:
         """A [B] string tensor -> tf.SparseTensor [B, width] (graph-safe; what serving runs)."""
-        terms = tokens(texts, self.options.ngrams, self.options.identifier_parts, self.options.prefixes)
+        terms = self.options.terms(texts)
         ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
         import tensorflow as tf
 

@@ -3,9 +3,9 @@
 The functions are cdgt_keras.featurizer's and cdgt_keras.text's, the ones `cdgt train`, the bench and a `cdgt
 train` export run; only the statistics come from tf.Transform analyzers here (over the whole train split in Beam):
 - dense (`features`): `z_score` with tft.mean / tft.var (population variance);
-- text (`text`): `tokens` -> per-document distinct terms -> tft.vocabulary (document frequency >= text_min_df,
-  the vocabulary_size most frequent; tft's order is the one `select_vocabulary` reproduces) -> document
-  frequencies and the number of documents (tft.sum) -> `smoothed_idf` -> `tfidf`;
+- text (`text`): `TextOptions.terms` (`tokens`) -> per-document distinct terms -> tft.vocabulary (document
+  frequency >= text_min_df, the vocabulary_size most frequent; tft's order is the one `select_vocabulary`
+  reproduces) -> document frequencies and the number of documents (tft.sum) -> `smoothed_idf` -> `tfidf`;
 - sparse (`feature_ids` + `feature_values`): passed through (already a bag of words);
 - `labels` (int64 list): passed through for training.
 
@@ -26,7 +26,7 @@ import tensorflow_transform as tft
 
 from cdgt_keras.features import DENSE, ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, X
 from cdgt_keras.featurizer import z_score
-from cdgt_keras.text import TextOptions, smoothed_idf, tfidf, tokens, unique_per_row
+from cdgt_keras.text import TextOptions, smoothed_idf, tfidf, unique_per_row
 
 TEXT_VOCABULARY = "text_vocabulary"
 
@@ -48,7 +48,7 @@ def _as_sparse(value: Any) -> tf.SparseTensor:
 
 def text_features(text: tf.Tensor, options: TextOptions) -> tuple[tf.SparseTensor, tf.SparseTensor]:
     """TF-IDF of a [B] / [B, 1] string tensor, with the statistics of the whole split: (ids, weights)."""
-    terms = tokens(text, options.ngrams, options.identifier_parts, options.prefixes)
+    terms = options.terms(text)
     distinct = unique_per_row(terms)
     vocabulary = tft.vocabulary(distinct, top_k=options.max_features, frequency_threshold=options.min_df,
                                 vocab_filename=TEXT_VOCABULARY)
