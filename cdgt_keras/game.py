@@ -64,7 +64,8 @@ class Game:
         masks = np.stack([np.isin(np.arange(layout.num_labels), p).astype(np.float32) for p in layout.player_labels])
         self.player_mask = [tf.constant(m) for m in masks]
         # The shipped payoff and rarity take their gradient from one kernel pass (cdgt_keras.payoff_grad)
-        self.payoff_tables = PayoffTables(rarity, masks)
+        gamma = config.focal_gamma if config.payoff == "focal" else 0.0
+        self.payoff_tables = PayoffTables(rarity, masks, gamma)
         self.fused_payoff = fused_road(config.payoff, config.correctness, config.listwise_weight, layout.coverage)
         self.own_select = [_selection(pos, np.ones(pos.size, np.float32), int(p.size))
                            for pos, p in zip(layout.overlap_positions, layout.player_labels)]

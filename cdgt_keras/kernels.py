@@ -11,9 +11,10 @@
   training, without the two transposed copies of the batch that TensorFlow's sparse product makes).
 - `payoff_grad()`: the `CdgtPayoffGrad` op (payoff_grad.cc): the gradient of the shipped preset's payoff and rarity
   parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
-  gradient kernels (`cdgt_keras.payoff_grad`).
-- `payoff_values()`: the `CdgtPayoffValues` op (payoff_grad.cc): those values (the BCE's sum, each player's rarity
-  sum) in one pass, where TensorFlow's ops take some seventeen; training reads them only as its logs.
+  gradient kernels (`cdgt_keras.payoff_grad`); the focal payoff's (attribute `gamma` > 0) within float32 rounding.
+- `payoff_values()`: the `CdgtPayoffValues` op (payoff_grad.cc): those values (the BCE's or the focal loss's sum,
+  each player's rarity sum) in one pass, where TensorFlow's ops take some seventeen; training reads them only as
+  its logs.
 
 Predictions in process fuse the players through `column_combine` too (the same bits as TensorFlow's product, a
 third of a deps batch's prediction time); a SavedModel must not name cdgt's ops (TF Serving and TFMA load it without

@@ -106,7 +106,7 @@ class CDGTModel(keras.Model):
         self.rules = Game(cfg, self.layout, self.label_freq)
         # A player's turn fuses and scores its own labels only where that gives J_i's gradient (cdgt_keras.turns)
         self.turns = build_turns(self.layout, fusion_weights(self.layout, cfg.fusion, cfg.core_weight),
-                                 self.rules.payoff_tables.rarity_w) \
+                                 self.rules.payoff_tables.rarity_w, self.rules.payoff_tables.focal_gamma) \
             if turns_apply(cfg.fusion, self.rules.fused_payoff, self.rules.disagreement_idle) else None
         log_prior = np.log(_floored(self.label_freq))
         self.logit_shift = [tf.constant((cfg.logit_adjustment * log_prior[p]).astype(np.float32))

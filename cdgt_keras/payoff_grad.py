@@ -1,4 +1,4 @@
-"""The shipped preset's payoff and rarity parts, with their gradient in one kernel pass.
+"""The payoff (BCE or focal) and rarity parts, with their gradient in one kernel pass.
 
 `payoff_and_rarity(y, fused, tables, players)` returns R = -mean(BCE(y, clip(fused))) and, for each player i named,
 its rarity part r_i = mean over the batch of sum over its labels of w_l * y * log(clip(fused)), over L: the values of
@@ -12,6 +12,11 @@ but for the reciprocals, which it takes as IEEE divisions where TensorFlow's vec
 (within one float32 ulp, tested). So its bits on an element do not depend on the tensor's shape: a player's turn on
 its own labels (cdgt_keras.turns) gets the whole objective's gradient to the bit. Other payoffs and curiosity
 forms, and a machine without the kernel, keep TensorFlow's gradient.
+
+The focal payoff (`payoff="focal"`, `PayoffTables.focal_gamma` > 0) takes the same road: R = -mean(focal loss) by
+both kernels, its pow and log the C library's where TensorFlow's ops take Eigen's, so its values and gradient agree
+with the objectives' functions within float32 rounding (tested), and an element's bits still do not depend on its
+place in the tensor (a turn's block gets the whole's).
 
     >>> import numpy as np
     >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
@@ -33,10 +38,12 @@ from cdgt_keras.kernels import payoff_grad, payoff_values
 
 @dataclass(frozen=True)
 class PayoffTables:
-    """The game's constants the payoff and rarity parts read: w [L] and the players' 0/1 label masks [N, L]."""
+    """The game's constants the payoff and rarity parts read: w [L], the players' 0/1 label masks [N, L] and the
+    payoff's focal gamma (0: BCE)."""
 
     rarity_w: np.ndarray
     masks: np.ndarray
+    focal_gamma: float = 0.0  # the payoff: BCE at 0, else the focal loss at this gamma
 
     @property
     def num_labels(self) -> int:
@@ -44,17 +51,17 @@ class PayoffTables:
 
 
 def fused_road(payoff: str, correctness: str, listwise_weight: float, coverage: np.ndarray) -> bool:
-    """Whether the kernel's gradient applies: the BCE payoff, the log-scoring rarity (`log_positives`), no listwise
-    term, at most two players per label (a label's rarity gradient sums its players' parts, and two addends are
-    the same sum in any order), and the kernel built."""
-    return (payoff == "bce" and correctness == "log_positives" and not listwise_weight
+    """Whether the kernel's gradient applies: the BCE or focal payoff, the log-scoring rarity (`log_positives`), no
+    listwise term, at most two players per label (a label's rarity gradient sums its players' parts, and two
+    addends are the same sum in any order), and the kernel built."""
+    return (payoff in ("bce", "focal") and correctness == "log_positives" and not listwise_weight
             and int(np.max(coverage, initial=0)) <= 2 and payoff_grad() is not None)
 
 
 def _values(y: tf.Tensor, fused: tf.Tensor, w: tf.Tensor, masks: list[tf.Tensor],
-            players: tuple[int, ...], num_labels: int) -> tuple[tf.Tensor, ...]:
+            players: tuple[int, ...], num_labels: int, gamma: float = 0.0) -> tuple[tf.Tensor, ...]:
     """R and the named players' rarity parts, by the objectives' own functions (TensorFlow's ops and bits)."""
-    payoff = obj.payoff(y, fused, "bce")
+    payoff = obj.payoff(y, fused, "focal", focal_gamma=gamma) if gamma else obj.payoff(y, fused, "bce")
     if not players:
         return (payoff,)
     weighted = obj.correctness(y, fused, "log_positives") * w
@@ -75,11 +82,11 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
     if total_labels is not None and op is None:
         raise ValueError("a block's payoff (total_labels) is scaled as the whole's only by cdgt's kernel, not built")
     if op is None:
-        out = _values(y, fused, w, masks, players, num_labels)
+        out = _values(y, fused, w, masks, players, num_labels, tables.focal_gamma)
         return out[0], tuple(out[1:])
     total = num_labels if total_labels is None else int(total_labels)
     stacked = tf.constant(tables.masks)
-    values_op = payoff_values()
+    values_op, gamma = payoff_values(), float(tables.focal_gamma)
 
     @tf.custom_gradient
     @tf.autograph.experimental.do_not_convert
@@ -98,11 +105,12 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
                 if d is not None:
                     per_player[i], live[i] = (d / float(total)) / rows, True
             return op(fused=f, labels=y, rarity=w, masks=stacked, scale=scale,
-                      player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS)
+                      player_scale=tf.stack(per_player), players=tf.constant(live), lo=obj.EPS, hi=1.0 - obj.EPS,
+                      gamma=gamma)
 
         if values_op is not None:
-            return _summed_values(values_op, f, y, w, stacked, players, total), gradient
-        out = _values(y, f, w, masks, players, total)
+            return _summed_values(values_op, f, y, w, stacked, players, total, gamma), gradient
+        out = _values(y, f, w, masks, players, total, gamma)
         if total == num_labels:
             return out, gradient
         return (out[0] * (num_labels / total), *out[1:]), gradient
@@ -112,10 +120,10 @@ def payoff_and_rarity(y: tf.Tensor, fused: tf.Tensor, tables: PayoffTables, play
 
 
 def _summed_values(op: object, f: tf.Tensor, y: tf.Tensor, w: tf.Tensor, masks: tf.Tensor,
-                   players: tuple[int, ...], total: int) -> tuple[tf.Tensor, ...]:
+                   players: tuple[int, ...], total: int, gamma: float = 0.0) -> tuple[tf.Tensor, ...]:
     """R = -bce / (B total) and r_i = parts_i / (B total) from `CdgtPayoffValues`' float64 sums (one pass; within
     float32 rounding of `_values`', whose float32 sums run in another order)."""
-    bce, parts = op(fused=f, labels=y, rarity=w, masks=masks, lo=obj.EPS, hi=1.0 - obj.EPS)
+    bce, parts = op(fused=f, labels=y, rarity=w, masks=masks, lo=obj.EPS, hi=1.0 - obj.EPS, gamma=gamma)
     count = tf.cast(tf.shape(f)[0], tf.float64) * float(total)
     payoff = tf.cast(-bce / count, tf.float32)
     return (payoff, *(tf.cast(parts[i] / count, tf.float32) for i in players))

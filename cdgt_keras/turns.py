@@ -10,7 +10,7 @@ by 1 / (B L) as the whole objective does, so the gradient is the whole objective
 value a turn returns is J_i less R's addends off L_i, a constant to player i.
 
 It applies where the fusion's weights are static (`mean`, `core`), the payoff's gradient is cdgt's kernel (the
-shipped BCE payoff and log-scoring rarity, `cdgt_keras.payoff_grad.fused_road`) and the disagreement is idle
+BCE or focal payoff and log-scoring rarity, `cdgt_keras.payoff_grad.fused_road`) and the disagreement is idle
 (beta held at 0): `turns_apply`. Elsewhere a turn scores the whole fused answer.
 
     >>> import numpy as np
@@ -78,8 +78,9 @@ def turns_apply(fusion: str, fused_payoff: bool, disagreement_idle: bool) -> boo
     return fusion in ("mean", "core") and fused_payoff and disagreement_idle
 
 
-def build_turns(layout: PlayerLayout, weights: np.ndarray, rarity: np.ndarray) -> TurnPlan:
-    """The TurnPlan of a layout, the fusion's static weights [L, K] and the rarity weights [L]."""
+def build_turns(layout: PlayerLayout, weights: np.ndarray, rarity: np.ndarray, focal_gamma: float = 0.0) -> TurnPlan:
+    """The TurnPlan of a layout, the fusion's static weights [L, K], the rarity weights [L] and the payoff's focal
+    gamma (0: BCE)."""
     reads = [_reads(layout, i) for i in range(layout.n_players)]
     rerun = []
     for j in range(layout.n_players):
@@ -102,7 +103,8 @@ def build_turns(layout: PlayerLayout, weights: np.ndarray, rarity: np.ndarray) -
             entries.append(Read(j, None if j == i else tf.constant(positions.astype(np.int32)), j < i,
                                 None if whole else tf.constant(index.astype(np.int32))))
         table = ColumnTable(np.concatenate(rows), np.concatenate(cols), np.concatenate(values), start, block.size)
-        payoff = PayoffTables(np.asarray(rarity, np.float32)[block], np.ones((1, block.size), np.float32))
+        payoff = PayoffTables(np.asarray(rarity, np.float32)[block], np.ones((1, block.size), np.float32),
+                              focal_gamma)
         turns.append(Turn(i, tuple(entries), table, tf.constant(block.astype(np.int32)), payoff))
     label_column = np.full((layout.n_players, layout.num_labels), -1, np.int32)
     for i, block in enumerate(layout.player_labels):

@@ -1,7 +1,8 @@
 """cdgt_keras.payoff_grad: the payoff and rarity parts through cdgt's kernel give the values of TensorFlow's ops and
 the gradient bits of their formulas (TensorFlow's gradient within its reciprocals' ulp), a hand-computed gradient,
 and a whole training run TensorFlow's road trains within float32's rounding; the kernel names what is wrong with its
-inputs; other objectives keep TensorFlow's gradient."""
+inputs; other objectives keep TensorFlow's gradient. The focal payoff takes the kernels too, within float32
+rounding of TensorFlow's ops (its powers and logs are Eigen's packets), and by hand."""
 
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ def test_the_kernel_names_what_is_wrong(op) -> None:
 def test_only_the_shipped_objective_takes_the_kernel(op, monkeypatch) -> None:
     two = np.array([1, 2, 2, 1])
     assert fused_road("bce", "log_positives", 0.0, two)
-    assert not fused_road("focal", "log_positives", 0.0, two)
+    assert fused_road("focal", "log_positives", 0.0, two)
+    assert not fused_road("asl", "log_positives", 0.0, two)
     assert not fused_road("bce", "all", 0.0, two)
     assert not fused_road("bce", "log_positives", 0.5, two)
     assert not fused_road("bce", "log_positives", 0.0, np.array([1, 3, 2]))  # three addends: the order would matter
@@ -135,8 +137,8 @@ def test_only_the_shipped_objective_takes_the_kernel(op, monkeypatch) -> None:
     assert not fused_road("bce", "log_positives", 0.0, two)
 
 
-@pytest.mark.parametrize("beta", [0.0, 0.2])
-def test_a_model_trains_on_either_road_to_the_same_model(op, monkeypatch, beta) -> None:
+@pytest.mark.parametrize("beta,payoff", [(0.0, {}), (0.2, {}), (0.0, dict(payoff="focal", focal_gamma=0.5))])
+def test_a_model_trains_on_either_road_to_the_same_model(op, monkeypatch, beta, payoff) -> None:
     """The kernel's reciprocals are exact where TensorFlow's approximate within an ulp, so the two roads part at
     float32's rounding, not more: two epochs of a small model end within 1e-5 of each other."""
     from cdgt_keras.learning import build_trainable
@@ -145,8 +147,8 @@ def test_a_model_trains_on_either_road_to_the_same_model(op, monkeypatch, beta) 
     x = tf.sparse.from_dense((rng.random((64, 40)) < 0.1).astype(np.float32))
     y = (rng.random((64, 12)) < 0.3).astype(np.float32)
     config = CDGTConfig(encoder_hidden=(8,), head_hidden=(), batch_size=16, epochs=2, seed=3, n_players=3,
-                        overlap=0.3, alpha=2.0, beta=beta, payoff="bce", correctness="log_positives",
-                        rarity="inverse_sqrt")
+                        overlap=0.3, alpha=2.0, beta=beta, correctness="log_positives", rarity="inverse_sqrt",
+                        **{"payoff": "bce", **payoff})
     weights, logs = [], []
     for fused in (True, False):
         monkeypatch.setattr(pg, "payoff_grad", lambda f=fused: op if f else None)
@@ -211,3 +213,73 @@ def test_the_values_kernel_keeps_a_nan_and_names_what_is_wrong() -> None:
     for change, message in cases:
         with pytest.raises(tf.errors.InvalidArgumentError, match=message):
             values(**{**good, **change})
+
+
+def _focal_reference(y, f, tables, players):
+    """The focal payoff and the rarity parts by the objectives' functions, differentiated by TensorFlow."""
+    weighted = obj.correctness(y, f, "log_positives") * tf.constant(tables.rarity_w)
+    parts = [obj.masked_rarity_part(weighted, tf.constant(tables.masks[i]), tables.num_labels) for i in players]
+    return obj.payoff(y, f, "focal", focal_gamma=tables.focal_gamma), parts
+
+
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 2.0])
+@pytest.mark.parametrize("players,coefs", [((0, 1, 2), (-0.5, -1.0, -1.0, -1.0)), ((), (-1.0,))])
+def test_the_focal_payoff_through_the_kernel_is_tensorflows_within_rounding(op, gamma, players, coefs,
+                                                                            monkeypatch) -> None:
+    """Its values and gradient against the objectives' focal loss through TensorFlow's ops (a soft label among
+    them): within float32 rounding; no gradient where the clip holds f; the values' road leaves the gradient."""
+    f, y, tables = _case(np.random.default_rng(7))
+    y = tf.tensor_scatter_nd_update(y, [[4, 7]], [0.3])
+    tables = PayoffTables(tables.rarity_w, tables.masks, gamma)
+    values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
+    ref_values, ref_grad = _value_and_gradient(_focal_reference, y, f, tables, players, coefs)
+    np.testing.assert_allclose(values, ref_values, rtol=2e-6, atol=0)
+    np.testing.assert_allclose(grad, ref_grad, rtol=2e-6, atol=0)
+    assert np.array_equal(grad == 0, ref_grad == 0) and np.all(grad[:2, 2:5] == 0)
+    monkeypatch.setattr(pg, "payoff_values", lambda: None)
+    by_ops, grad_by_ops = _value_and_gradient(payoff_and_rarity, y, f, tables, players, coefs)
+    assert [v.tobytes() for v in by_ops] == [v.tobytes() for v in ref_values]
+    assert grad_by_ops.tobytes() == grad.tobytes()
+
+
+def test_the_focal_payoff_by_hand(op) -> None:
+    """gamma = 1, y = [1, 0], f = [0.5, 0.25], w = [2, 1], one player over both labels. The loss is
+    [0.5 (-log 0.5), 0.25 (-log 0.75)]; R = -mean has gradient (1/2) [(1-p)/p - log p, log(1-p) - p/(1-p)] =
+    (1/2) [1 + log 2, log 0.75 - 1/3]; the rarity part adds [w y / (f L)] = [2, 0]."""
+    tables = PayoffTables(np.array([2.0, 1.0], np.float32), np.ones((1, 2), np.float32), 1.0)
+    y, f = tf.constant([[1.0, 0.0]]), tf.constant([[0.5, 0.25]])
+    values, grad = _value_and_gradient(payoff_and_rarity, y, f, tables, (0,), (1.0, 1.0))
+    np.testing.assert_allclose(values, [-(0.5 * np.log(2) - 0.25 * np.log(0.75)) / 2, np.log(0.5)], rtol=1e-6)
+    np.testing.assert_allclose(grad, [[0.5 * (1 + np.log(2)) + 2.0, 0.5 * (np.log(0.75) - 1 / 3)]], rtol=1e-6)
+
+
+def test_the_kernels_refuse_a_negative_gamma(op) -> None:
+    f, y, tables = _case(np.random.default_rng(0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="gamma must be at least 0"):
+        op(fused=f, labels=y, rarity=tables.rarity_w, masks=tables.masks, scale=1.0, player_scale=[1.0] * 3,
+           players=[True] * 3, lo=1e-7, hi=1.0 - 1e-7, gamma=-1.0)
+    values = built_kernel(kernels.payoff_values)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="gamma must be at least 0"):
+        values(fused=f, labels=y, rarity=tables.rarity_w, masks=tables.masks, lo=1e-7, hi=1.0 - 1e-7, gamma=-0.5)
+
+
+@pytest.mark.parametrize("rows,width", [(2, 7), (9, 50), (4, 2053)])
+def test_the_focal_values_kernel_sums_every_term(rows, width) -> None:
+    """The focal loss's sum over widths off and on the 16-lane padding, f = 0 and 1 among the entries, a soft
+    label: float64 NumPy's sum of the same terms within float32 rounding; the rarity sums as under BCE."""
+    values = built_kernel(kernels.payoff_values)
+    rng = np.random.default_rng(width)
+    f = (rng.random((rows, width)) ** 3).astype(np.float32)
+    f[0, :3], f[1, :3] = 1.0, 0.0
+    y = (rng.random((rows, width)) < 0.05).astype(np.float32)
+    y[1, 0], y[0, 1] = 0.3, 1.0
+    w = rng.uniform(0.2, 10.0, width).astype(np.float32)
+    masks = np.ones((2, width), np.float32)
+    masks[1, : width // 2] = 0.0
+    gamma = 0.5
+    loss, parts = values(fused=f, labels=y, rarity=w, masks=masks, lo=obj.EPS, hi=1.0 - obj.EPS, gamma=gamma)
+    p = np.clip(f, np.float32(obj.EPS), np.float32(1.0 - obj.EPS)).astype(np.float64)
+    q = (np.float32(1.0) - np.clip(f, np.float32(obj.EPS), np.float32(1.0 - obj.EPS))).astype(np.float64)
+    ref = -(y * q**gamma * np.log(p) + (1 - y) * p**gamma * np.log(q)).sum()
+    np.testing.assert_allclose(float(loss), ref, rtol=2e-6)
+    np.testing.assert_allclose(parts.numpy(), [(y * np.log(p) * w * m).sum() for m in masks], rtol=2e-6)

@@ -1,5 +1,6 @@
 """cdgt_keras.turns: a player's turn scored on its own labels gives J_i's gradient to the bit, its value is J_i less
-R's addends off the player's labels (by hand), and a model trains to the same bits with and without it."""
+R's addends off the player's labels (by hand), and a model trains to the same bits with and without it; under the
+BCE payoff and the focal one."""
 
 from __future__ import annotations
 
@@ -46,9 +47,18 @@ def _gradient(objective, model: CDGTModel, i: int, y, probs):
     return value.numpy(), tape.gradient(value, live).numpy()
 
 
-@pytest.mark.parametrize("fusion", ["mean", "core"])
-def test_a_turn_has_the_whole_objectives_gradient_to_the_bit(op, fusion) -> None:
-    model = _model(fusion=fusion)
+def _payoff_sum(y: np.ndarray, f: np.ndarray, gamma: float) -> float:
+    """sum over the entries of -(BCE), or of -(focal loss) at gamma > 0, in float64."""
+    if not gamma:
+        return float(np.sum(y * np.log(f) + (1 - y) * np.log(1 - f)))
+    return float(np.sum(y * (1 - f) ** gamma * np.log(f) + (1 - y) * f**gamma * np.log(1 - f)))
+
+
+@pytest.mark.parametrize("fusion,payoff", [("mean", {}), ("core", {}),
+                                           ("mean", dict(payoff="focal", focal_gamma=0.5)),
+                                           ("mean", dict(payoff="focal", focal_gamma=2.0))])
+def test_a_turn_has_the_whole_objectives_gradient_to_the_bit(op, fusion, payoff) -> None:
+    model = _model(fusion=fusion, **payoff)
     assert model.turns is not None
     y, probs = _case(model)
     for i in range(3):
@@ -61,7 +71,7 @@ def test_a_turn_has_the_whole_objectives_gradient_to_the_bit(op, fusion) -> None
         fused = model.fusion(probs).numpy()
         f = np.clip(fused[:, off], obj.EPS, 1 - obj.EPS).astype(np.float64)
         yy = y.numpy()[:, off]
-        r_off = np.sum(yy * np.log(f) + (1 - yy) * np.log(1 - f)) / (fused.shape[0] * model.num_labels)
+        r_off = _payoff_sum(yy, f, payoff.get("focal_gamma", 0.0)) / (fused.shape[0] * model.num_labels)
         assert turn == pytest.approx(whole - r_off, abs=1e-6)
 
 
@@ -73,17 +83,18 @@ def test_the_fused_block_is_the_fused_answer_on_the_players_labels() -> None:
         np.testing.assert_array_equal(fused_block(turn, probs).numpy(), fused[:, model.layout.player_labels[i]])
 
 
-@pytest.mark.parametrize("overrides", [dict(beta=0.2), dict(fusion="max"), dict(payoff="focal"),
+@pytest.mark.parametrize("overrides", [dict(beta=0.2), dict(fusion="max"), dict(payoff="asl"),
                                        dict(correctness="all")])
 def test_turns_score_the_whole_answer_outside_the_shipped_game(overrides) -> None:
     assert _model(**overrides).turns is None
 
 
-def test_a_model_trains_to_the_same_bits_with_and_without_turns(op) -> None:
+@pytest.mark.parametrize("payoff", [{}, dict(payoff="focal", focal_gamma=0.5)])
+def test_a_model_trains_to_the_same_bits_with_and_without_turns(op, payoff) -> None:
     rng = np.random.default_rng(0)
     x = tf.sparse.from_dense((rng.random((64, 40)) < 0.1).astype(np.float32))
     y = (rng.random((64, 30)) < 0.2).astype(np.float32)
-    config = CDGTConfig(**{**SHIPPED, "batch_size": 16, "seed": 3, "dropout": 0.2})
+    config = CDGTConfig(**{**SHIPPED, "batch_size": 16, "seed": 3, "dropout": 0.2, **payoff})
     weights = []
     for turns in (True, False):
         keras.utils.set_random_seed(3)
