@@ -63,7 +63,7 @@ class Game:
         # share of a step at 18.6k labels: the same sums and selections as products with static tables.
         masks = np.stack([np.isin(np.arange(layout.num_labels), p).astype(np.float32) for p in layout.player_labels])
         self.player_mask = [tf.constant(m) for m in masks]
-        # The shipped payoff and rarity take their gradient from one kernel pass (cdgt_keras.payoff_grad)
+        # The BCE or focal payoff and the rarity take their gradient from one kernel pass (cdgt_keras.payoff_grad)
         gamma = config.focal_gamma if config.payoff == "focal" else 0.0
         self.payoff_tables = PayoffTables(rarity, masks, gamma)
         self.fused_payoff = fused_road(config.payoff, config.correctness, config.listwise_weight, layout.coverage)

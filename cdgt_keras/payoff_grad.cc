@@ -88,8 +88,8 @@ class ClippedKernel : public OpKernel {
   float lo_ = 0.0f, hi_ = 1.0f, gamma_ = 0.0f;
 };
 
-// The focal loss on one row, in Eigen's vectorised float32 log and exp (TensorFlow's Log and Exp kernels take the
-// same): p = clip(f), q = 1 - p, with p^(g-1) = exp((g-1) log p) (1 / sqrt(p) at g = 1/2) and (1-p)^(g-1)
+// The focal loss on one row, in Eigen's vectorised float32 log and exp (the packets TensorFlow's Log and Exp kernels
+// use): p = clip(f), q = 1 - p, with p^(g-1) = exp((g-1) log p) (1 / sqrt(p) at g = 1/2) and (1-p)^(g-1)
 // likewise, and
 //   slope = -d/dp loss = y (q^g / p - g q^(g-1) log p) + (1 - y) (g p^(g-1) log q - p^g / q)
 //   loss  = y q^g (-log p) + (1 - y) p^g (-log q)

@@ -14,9 +14,9 @@ its own labels (cdgt_keras.turns) gets the whole objective's gradient to the bit
 forms, and a machine without the kernel, keep TensorFlow's gradient.
 
 The focal payoff (`payoff="focal"`, `PayoffTables.focal_gamma` > 0) takes the same road: R = -mean(focal loss) by
-both kernels, its pow and log the C library's where TensorFlow's ops take Eigen's, so its values and gradient agree
-with the objectives' functions within float32 rounding (tested), and an element's bits still do not depend on its
-place in the tensor (a turn's block gets the whole's).
+both kernels, its powers taken as exp(g log p) in Eigen's vectorised packets (square roots at g = 1/2) where
+TensorFlow's ops take Pow, so its values and gradient agree with the objectives' functions within float32 rounding
+(tested), and an element's bits still do not depend on its place in the tensor (a turn's block gets the whole's).
 
     >>> import numpy as np
     >>> tables = PayoffTables(np.ones(2, np.float32), np.array([[1.0, 0.0], [0.0, 1.0]], np.float32))
