@@ -32,9 +32,12 @@ MARGIN = 8  # the top k + MARGIN labels of p (and of a dense v) are candidates
 SPARSE_SHARE = 0.125  # v with at most this share of non-zeros: every non-zero label is a candidate
 
 
-def blend_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: Iterable[float], k: int = 5) -> dict:
+def blend_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: Iterable[float], k: int = 5,
+               label_weights: np.ndarray | None = None) -> dict:
     """For each weight w of `grid`, how many of the top `k` labels of `blend(scores, extra, w)` are positives of
-    `truth` (summed over the rows). `scores` [n, L] dense; `extra` [n, L] dense or scipy sparse."""
+    `truth` (summed over the rows). `scores` [n, L] dense; `extra` [n, L] dense or scipy sparse. With
+    `label_weights` [L] each hit counts its label's weight (float64, summed row by row in order; 1 / propensity
+    gives PSP@k's numerator) instead of 1."""
     scores = np.asarray(scores)
     truth = sp.csr_matrix(truth)
     truth.sort_indices()
@@ -45,13 +48,22 @@ def blend_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: Itera
         extra = sp.csr_matrix(np.asarray(extra))
     if n == 0 or num_labels <= 2 * (k + MARGIN):
         dense = extra.toarray() if sp.issparse(extra) else np.asarray(extra)
-        return {w: _full_hits(scores, dense, truth, w, k) for w in grid}
-    return _candidate_hits(scores, extra, truth, grid, k)
+        return {w: _full_hits(scores, dense, truth, w, k, label_weights) for w in grid}
+    return _candidate_hits(scores, extra, truth, grid, k, label_weights)
 
 
-def _full_hits(scores: np.ndarray, extra: np.ndarray, truth: sp.csr_matrix, w: float, k: int) -> int:
+def _counted(found: np.ndarray, labels: np.ndarray, label_weights: np.ndarray | None) -> int | float:
+    """The hits [n, k] of ranked `labels` [n, k]: counted (an int), or each weighted by its label's weight."""
+    if label_weights is None:
+        return int(found.sum())
+    return float((found * np.asarray(label_weights, np.float64)[np.maximum(labels, 0)]).sum())
+
+
+def _full_hits(scores: np.ndarray, extra: np.ndarray, truth: sp.csr_matrix, w: float, k: int,
+               label_weights: np.ndarray | None = None) -> int | float:
     """The hits of the blend ranked over every label (what `precision_at_k` counts)."""
-    return int(_hits(truth, _dense_topk(blend(scores, extra, w), k)).sum())
+    top = _dense_topk(blend(scores, extra, w), k)
+    return _counted(_hits(truth, top), top, label_weights)
 
 
 def _top_keys(values: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +74,8 @@ def _top_keys(values: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return (np.arange(n, dtype=np.int64)[:, None] * num_labels + top).ravel(), values[np.arange(n), top[:, -1]]
 
 
-def _candidate_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: list[float], k: int) -> dict:
+def _candidate_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: list[float], k: int,
+                    label_weights: np.ndarray | None = None) -> dict:
     n, num_labels = scores.shape
     m = k + MARGIN
     score_keys, score_ceiling = _top_keys(scores, m)
@@ -92,12 +105,13 @@ def _candidate_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: 
         ranked = np.full((n, int(counts.max())), -np.inf, dtype=b.dtype)
         ranked[rows, slot] = b
         place = _dense_topk(ranked, k)  # slots in label id order, so ties go to the lower id as in the full ranking
-        found = _hits(truth, labels[starts[:, None] + place])
+        top = labels[starts[:, None] + place]
+        found = _hits(truth, top)
         safe = np.bincount(rows, weights=b > limit[rows], minlength=n) >= k
-        total = int(found[safe].sum())
+        total = _counted(found[safe], top[safe], label_weights)
         if not safe.all():  # fewer than k candidates beat the ceiling: those rows ranked over every label
             bad = np.flatnonzero(~safe)
             rest = extra[bad].toarray() if sp.issparse(extra) else extra[bad]
-            total += _full_hits(scores[bad], rest, truth[bad], w, k)
+            total += _full_hits(scores[bad], rest, truth[bad], w, k, label_weights)
         hits[w] = total
     return hits

@@ -40,6 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
+    "memory_tuning_metric": ("p_at_k", "psp_at_k"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -201,6 +202,9 @@ class CDGTConfig:
     # The k of the validation P@k that each memory layer's weight (the votes', the centroids', the label texts') is
     # tuned on: 5 weighs the top five alike, 1 the first label alone.
     memory_tuning_k: int = 5
+    # What that tuning counts: P@k (`p_at_k`, every hit 1), or PSP@k (`psp_at_k`, each hit 1 / its label's
+    # propensity, psp_a and psp_b below), which also sees what a weight does to the rarer labels' ranks.
+    memory_tuning_metric: str = "p_at_k"
     # The label shortlist (cdgt_keras/shortlist.py): a prediction reads the players at the `shortlist` labels the
     # memories score highest, and every other label scores the memories' part alone (the network's share of it,
     # at most the product of (1 - weight) over the memory layers, is left out). A one-row query then reads that

@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from cdgt_keras.blend_hits import blend_hits
 from cdgt_keras.centroids import centroid_matrix
+from cdgt_keras.metrics import propensities
 from cdgt_keras.postings import cap_lists
 from cdgt_keras.tail_memory import blend
 
@@ -42,8 +43,10 @@ SCORES_KEPT_BYTES = 2 << 30
 
 
 def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
-                k: int = 5) -> tuple[float, dict[float, float]]:
-    """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight.
+                k: int = 5, label_weights: np.ndarray | None = None) -> tuple[float, dict[float, float]]:
+    """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight; with
+    `label_weights` (1 / propensity), the highest propensity-weighted hits per top-k slot instead (PSP@k's
+    numerator over the slots: the same order of weights as PSP@k, whose denominator does not depend on w).
 
     `pairs()` yields chunks (model scores [n, L], votes [n, L] dense or scipy sparse, labels [n, L]) of the
     validation split; ties go to the smaller weight, so votes that add nothing stay out. The hits are counted as
@@ -60,7 +63,7 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
     hits, total = dict.fromkeys(grid, 0), 0
     for scores, votes, truth in pairs():
         total += scores.shape[0]
-        for w, found in blend_hits(scores, votes, truth, grid, k).items():  # ranked among candidates, exactly
+        for w, found in blend_hits(scores, votes, truth, grid, k, label_weights).items():  # among candidates, exactly
             hits[w] += found
     table = {w: hits[w] / (k * max(total, 1)) for w in grid}
     best = max(grid, key=lambda w: (table[w], -w))
@@ -81,6 +84,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     k = model.cdgt_config.memory_tuning_k
     if not voters and not tables:
         return {}
+    weights = tuning_weights(model.cdgt_config, train_y)
     for votes, space in voters:
         encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
@@ -120,12 +124,13 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> sp.csr_matrix:
             return held[start]
 
-        first_tables.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k))
+        first_tables.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k,
+                                  weights))
         tuned.append((votes, scored))
     for table, table_grid in tables:
         # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
         scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
-        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k)
+        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights)
         tuned.append((table, scored))
     if model.cdgt_config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
@@ -138,6 +143,24 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
 
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
     return first_tables[0] if first_tables else {}
+
+
+def tuning_weights(config: Any, train_y: Any) -> np.ndarray | None:
+    """What a hit in the memories' tuning counts: None (1 each: P@k) or each label's 1 / propensity (PSP@k, Jain
+    et al.'s propensities of the training split's label counts, the config's psp_a and psp_b), by the config's
+    `memory_tuning_metric`.
+
+        >>> from cdgt_keras.config import CDGTConfig
+        >>> y = sp.csr_matrix(np.array([[1, 0], [1, 1], [1, 0], [1, 0]]))
+        >>> tuning_weights(CDGTConfig(memory_tuning_metric="p_at_k"), y) is None
+        True
+        >>> w = tuning_weights(CDGTConfig(memory_tuning_metric="psp_at_k"), y); bool(w[1] > w[0] > 1)
+        True
+    """
+    if config.memory_tuning_metric == "p_at_k":
+        return None
+    counts = np.asarray(sp.csr_matrix(train_y).sum(axis=0)).ravel()
+    return 1.0 / propensities(counts, train_y.shape[0], config.psp_a, config.psp_b)
 
 
 def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any,
@@ -197,11 +220,11 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
 
 
 def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],
-          grid: Iterable[float], k: int) -> dict[float, float]:
+          grid: Iterable[float], k: int, label_weights: np.ndarray | None = None) -> dict[float, float]:
     """Set `layer.weight` (its share of the model's answer) to the best of `grid` on the blends of `pairs` (as in
     tune_weight); returns (and keeps in `layer.tuning`, for whoever reports the run) validation P@k per weight, k
-    the config's `memory_tuning_k`."""
-    best, table = tune_weight(pairs, grid, k=k)
+    the config's `memory_tuning_k` (or the propensity-weighted hits per slot, with `label_weights`)."""
+    best, table = tune_weight(pairs, grid, k=k, label_weights=label_weights)
     layer.weight.assign(best)
     layer.tuning = table
     return table

@@ -81,3 +81,46 @@ def test_tune_weight_counts_sparse_and_dense_votes_alike() -> None:
     hits = {w: sum(round(s.shape[0] * 5 * precision_at_k(y, blend(s, e, w), 5)) for s, e, y in chunks)
             for w in GRID}
     assert dense[1] == {w: h / (5 * n) for w, h in hits.items()}
+
+
+def weighted_full(scores: np.ndarray, extra: np.ndarray, truth: sp.csr_matrix, k: int,
+                  weights: np.ndarray) -> dict[float, float]:
+    """Each weight's top-k hits, each counted as its label's weight, by NumPy's full ranking (score descending,
+    then the lower label id), independently of `cdgt_keras.metrics`."""
+    dense = truth.toarray() > 0
+    out = {}
+    for w in GRID:
+        b = blend(scores, extra, w)
+        top = np.lexsort((np.broadcast_to(np.arange(b.shape[1]), b.shape), -b), axis=1)[:, :k]
+        out[w] = float(sum(weights[label] for i, row in enumerate(top) for label in row if dense[i, label]))
+    return out
+
+
+@pytest.mark.parametrize("levels", [0, 3])
+@pytest.mark.parametrize("density", [0.0, 0.1])
+def test_weighted_hits_equal_the_full_rankings_weighted_sum(levels: int, density: float) -> None:
+    """With label weights (1 / propensity: what the memories' PSP@k tuning counts) the candidates' sums are the
+    full ranking's, ties included, on both the candidates' road and the full one."""
+    rng = np.random.default_rng(7 + levels + int(density * 100))
+    for _ in range(10):
+        scores, extra, truth = case(rng, int(rng.integers(1, 30)), int(rng.integers(20, 120)), levels, density)
+        k, weights = int(rng.integers(1, 6)), rng.uniform(1.0, 20.0, scores.shape[1])
+        want = weighted_full(scores, extra, truth, k, weights)
+        for v in (sp.csr_matrix(extra), extra):
+            got = bh.blend_hits(scores, v, truth, GRID, k, label_weights=weights)
+            assert got.keys() == want.keys()
+            np.testing.assert_allclose([got[w] for w in GRID], [want[w] for w in GRID], rtol=1e-12)
+        # unit weights count the hits
+        ones = bh.blend_hits(scores, extra, truth, GRID, k, label_weights=np.ones(scores.shape[1]))
+        assert ones == {w: float(h) for w, h in bh.blend_hits(scores, extra, truth, GRID, k).items()}
+
+
+def test_tuning_on_psp_takes_the_weight_that_ranks_the_rare_label() -> None:
+    """Two rows, label 0 frequent (weight 1), label 1 rare (weight 10); the votes name label 1. At w = 0 row 0's top
+    label (0) is right, at w = 0.5 row 1's (1): P@1 ties (the smaller weight wins), PSP@1 takes 0.5."""
+    p = np.array([[0.6, 0.4], [0.6, 0.4]], np.float32)
+    v = np.array([[0.0, 1.0], [0.0, 1.0]], np.float32)
+    truth = sp.csr_matrix([[1, 0], [0, 1]])
+    assert tune_weight(lambda: [(p, v, truth)], (0.0, 0.5), k=1) == (0.0, {0.0: 0.5, 0.5: 0.5})
+    best, table = tune_weight(lambda: [(p, v, truth)], (0.0, 0.5), k=1, label_weights=np.array([1.0, 10.0]))
+    assert (best, table) == (0.5, {0.0: 0.5, 0.5: 5.0})

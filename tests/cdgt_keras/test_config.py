@@ -234,3 +234,10 @@ def test_replace_validates():
     with pytest.raises(ValueError, match="alpha"):
         CDGTConfig().replace(alpha=-1.0)
     assert CDGTConfig().replace(alpha=0.1).alpha == 0.1
+
+
+def test_the_memories_tuning_metric_is_checked():
+    assert CDGTConfig().memory_tuning_metric == "p_at_k"
+    assert CDGTConfig(memory_tuning_metric="psp_at_k").memory_tuning_metric == "psp_at_k"
+    with pytest.raises(ValueError, match="memory_tuning_metric"):
+        CDGTConfig(memory_tuning_metric="psp")

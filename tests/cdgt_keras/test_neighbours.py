@@ -182,18 +182,19 @@ def test_encoder_space_votes_use_the_encoders_output(tmp_path) -> None:
         CDGTConfig(neighbour_space="encoder", encoder_hidden=())
 
 
-@pytest.mark.parametrize("k", [5, 1])
-def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path, k: int) -> None:
+@pytest.mark.parametrize("k,metric", [(5, "p_at_k"), (1, "p_at_k"), (5, "psp_at_k")])
+def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path, k: int,
+                                                                                   metric: str) -> None:
     import keras
 
     from cdgt_keras.learning import build_trainable
-    from cdgt_keras.metrics import precision_at_k
+    from cdgt_keras.metrics import propensities
 
     x, y = _data()
     grid = (0.0, 0.3, 0.6, 0.9)
     keras.utils.set_random_seed(0)  # an untrained model: its initial weights decide whether the votes earn a share
     config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=3, neighbour_weights=grid,
-                        neighbour_space="both", memory_tuning_k=k)
+                        neighbour_space="both", memory_tuning_k=k, memory_tuning_metric=metric)
     model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.of(x, y))
     model.build((None, x.shape[1]))
     assert model.neighbours.shape == MemoryShape.of(x, y)  # the input's space
@@ -211,8 +212,18 @@ def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_bef
     v_enc = _reference_votes(encode(x), y.toarray(), encode(val_x), 3)
     truth = val_y.toarray()
 
-    def p_at_k(base: np.ndarray, votes: np.ndarray) -> list[float]:  # the config's memory_tuning_k
-        return [precision_at_k(truth, (1 - w) * base + w * votes, k) for w in grid]
+    # a hit counts 1 (P@k) or its label's 1 / propensity of the training split (PSP@k's numerator), per top-k slot
+    gain = np.ones(truth.shape[1]) if metric == "p_at_k" else \
+        1.0 / propensities(np.asarray(y.sum(axis=0)).ravel(), y.shape[0])
+
+    def p_at_k(base: np.ndarray, votes: np.ndarray) -> list[float]:  # the config's memory_tuning_k and metric
+        out = []
+        for w in grid:
+            b = (1 - w) * base + w * votes
+            top = np.lexsort((np.broadcast_to(np.arange(b.shape[1]), b.shape), -b), axis=1)[:, :k]
+            hits = truth[np.arange(b.shape[0])[:, None], top] > 0
+            out.append(float((hits * gain[top]).sum()) / (k * b.shape[0]))
+        return out
 
     np.testing.assert_allclose([table[w] for w in grid], p_at_k(plain, v_in), atol=1e-9)
     with_input_votes = (1 - w_in) * plain + w_in * v_in
