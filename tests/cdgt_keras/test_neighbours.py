@@ -80,7 +80,8 @@ def test_tune_weight_ties_are_exact_whatever_chunk_the_hits_fall_in(monkeypatch)
     from cdgt_keras import settling
 
     hits = {3: {0.0: 0, 0.5: 1}, 7: {0.0: 0, 0.5: 0}, 11: {0.0: 1, 0.5: 0}}
-    monkeypatch.setattr(settling, "blend_hits", lambda scores, votes, truth, grid, k: hits[truth.shape[0]])
+    monkeypatch.setattr(settling, "blend_hits",
+                        lambda scores, votes, truth, grid, k, label_weights=None: hits[truth.shape[0]])
     chunks = [(np.zeros((n, 6)), np.ones((n, 6)), sp.csr_matrix((n, 6))) for n in (3, 7, 11)]
     best, table = tune_weight(lambda: chunks, (0.0, 0.5), k=5)
     assert best == 0.0 and table[0.0] == table[0.5] == 1 / 105
