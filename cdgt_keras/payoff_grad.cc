@@ -189,11 +189,6 @@ class PayoffGradOp : public ClippedKernel {
         }
       }
     };
-    auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    if (gamma > 0.0f) {
-      Shard(pool->NumThreads(), pool, rows, 60 * width, focal);
-      return;
-    }
     auto run = [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const int64_t base = b * width;
@@ -214,7 +209,11 @@ class PayoffGradOp : public ClippedKernel {
       }
     };
     auto* workers = ctx->device()->tensorflow_cpu_worker_threads()->workers;
-    Shard(workers->NumThreads(), workers, rows, 12 * width, run);
+    if (gamma > 0.0f) {
+      Shard(workers->NumThreads(), workers, rows, 60 * width, focal);
+    } else {
+      Shard(workers->NumThreads(), workers, rows, 12 * width, run);
+    }
   }
 };
 
