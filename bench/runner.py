@@ -197,9 +197,10 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     body["history"] = {k: [float(v) for v in vs] for k, vs in history.history.items() if k in HISTORY_KEYS}
     # each memory layer's weight tuned on validation, and validation P@k under each weight (k: memory_tuning_k, in
     # the key); the tail's own weight (-1: the shared one) and what validation said of it (tail_memory="own")
-    # (memory_tuning_metric="psp_at_k": PSP@k's numerator per top-k slot, what that tuning ranks the weights by)
+    # (memory_tuning_metric="psp_at_k": PSP@k's numerator per top-k slot, what that tuning ranks the weights by;
+    # "p_then_psp_at_k": P@k, the table its slack is measured on)
     k = config.memory_tuning_k
-    tuned_on = f"validation_p_at_{k}" if config.memory_tuning_metric == "p_at_k" else f"validation_psp_gain_at_{k}"
+    tuned_on = f"validation_psp_gain_at_{k}" if config.memory_tuning_metric == "psp_at_k" else f"validation_p_at_{k}"
     for layer, _ in model.memory_layers():
         body[layer.name] = {"weight": float(layer.weight.numpy()), "tail_weight": float(layer.tail_weight.numpy()),
                             tuned_on: {str(w): p for w, p in layer.tuning.items()}}

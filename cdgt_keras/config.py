@@ -40,7 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
-    "memory_tuning_metric": ("p_at_k", "psp_at_k"),
+    "memory_tuning_metric": ("p_at_k", "psp_at_k", "p_then_psp_at_k"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -203,8 +203,12 @@ class CDGTConfig:
     # tuned on: 5 weighs the top five alike, 1 the first label alone.
     memory_tuning_k: int = 5
     # What that tuning counts: P@k (`p_at_k`, every hit 1), or PSP@k (`psp_at_k`, each hit 1 / its label's
-    # propensity, psp_a and psp_b below), which also sees what a weight does to the rarer labels' ranks.
+    # propensity, psp_a and psp_b below), which also sees what a weight does to the rarer labels' ranks, or both
+    # (`p_then_psp_at_k`: the best PSP@k among the weights whose P@k is within `memory_tuning_slack` of the best).
     memory_tuning_metric: str = "p_at_k"
+    # How far below the best validation P@k a weight may be and still be picked for its PSP@k (a fraction: 0.001 =
+    # 0.1 points), under memory_tuning_metric="p_then_psp_at_k".
+    memory_tuning_slack: float = 0.001
     # The label shortlist (cdgt_keras/shortlist.py): a prediction reads the players at the `shortlist` labels the
     # memories score highest, and every other label scores the memories' part alone (the network's share of it,
     # at most the product of (1 - weight) over the memory layers, is left out). A one-row query then reads that
@@ -312,6 +316,8 @@ class CDGTConfig:
                "centroid_weights", self.centroid_weights, "one or more numbers in [0, 1]")
         _check(len(self.label_text_weights) > 0 and all(0.0 <= w <= 1.0 for w in self.label_text_weights),
                "label_text_weights", self.label_text_weights, "one or more numbers in [0, 1]")
+        _check(0.0 <= self.memory_tuning_slack <= 1.0, "memory_tuning_slack", self.memory_tuning_slack,
+               "a number in [0, 1]")
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")

@@ -40,13 +40,19 @@ from cdgt_keras.tail_memory import blend
 # are computed once and kept while all of them fit in this many bytes (deps: 4 x 440 MB), else computed again, chunk
 # by chunk, for each weight tuned.
 SCORES_KEPT_BYTES = 2 << 30
+# Two weights whose validation tables differ by less than this (relative) tie, and the smaller is kept.
+TIE_TOLERANCE = 1e-9
 
 
 def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]], grid: Iterable[float],
-                k: int = 5, label_weights: np.ndarray | None = None) -> tuple[float, dict[float, float]]:
+                k: int = 5, label_weights: np.ndarray | None = None,
+                slack: float | None = None) -> tuple[float, dict[float, float]]:
     """The weight w of `grid` whose blend (1 - w) p + w v has the highest validation P@k, and P@k per weight; with
     `label_weights` (1 / propensity), the highest propensity-weighted hits per top-k slot instead (PSP@k's
-    numerator over the slots: the same order of weights as PSP@k, whose denominator does not depend on w).
+    numerator over the slots: the same order of weights as PSP@k, whose denominator does not depend on w). With
+    both `label_weights` and `slack`: the most weighted hits among the weights whose P@k is within `slack` (a
+    fraction: 0.001 = 0.1 points) of the best P@k, and P@k per weight: a weight that validation P@k cannot tell
+    from the best is picked by what it does to the rarer labels' ranks, and no weight that costs P@k is.
 
     `pairs()` yields chunks (model scores [n, L], votes [n, L] dense or scipy sparse, labels [n, L]) of the
     validation split; ties go to the smaller weight, so votes that add nothing stay out. The hits are counted as
@@ -58,16 +64,37 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
         >>> p, v = np.array([[0.9, 0.1], [0.6, 0.4]]), np.array([[0.0, 1.0], [0.0, 1.0]])
         >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1], [0, 1]]))], (0.0, 0.5, 0.9), k=1)
         (0.5, {0.0: 0.0, 0.5: 1.0, 0.9: 1.0})
+        >>> p, v = np.array([[0.9, 0.8, 0.0]]), np.array([[0.0, 0.0, 1.0]])   # label 2 rare: its hit weighs 10
+        >>> tune_weight(lambda: [(p, v, sp.csr_matrix([[0, 1, 1]]))], (0.0, 0.5), k=2,
+        ...             label_weights=np.array([1.0, 1.0, 10.0]), slack=0.0)   # both P@2 0.5: the rare hit decides
+        (0.5, {0.0: 0.5, 0.5: 0.5})
     """
     grid = sorted({float(w) for w in grid})
-    hits, total = dict.fromkeys(grid, 0), 0
+    both = label_weights is not None and slack is not None
+    hits, weighted, total = dict.fromkeys(grid, 0), dict.fromkeys(grid, 0.0), 0
     for scores, votes, truth in pairs():
         total += scores.shape[0]
-        for w, found in blend_hits(scores, votes, truth, grid, k, label_weights).items():  # among candidates, exactly
-            hits[w] += found
+        for w, found in blend_hits(scores, votes, truth, grid, k, None if both else label_weights).items():
+            hits[w] += found  # among candidates, exactly
+        if both:
+            for w, found in blend_hits(scores, votes, truth, grid, k, label_weights).items():
+                weighted[w] += found
     table = {w: hits[w] / (k * max(total, 1)) for w in grid}
-    best = max(grid, key=lambda w: (table[w], -w))
-    return best, table
+    if not both:
+        return _best(table, grid), table
+    floor = max(table.values()) - float(slack)
+    return _best(weighted, [w for w in grid if table[w] >= floor]), table
+
+
+def _best(values: dict[float, float], grid: list[float]) -> float:
+    """The smallest weight of `grid` whose value is the highest, values within TIE_TOLERANCE of each other (relative)
+    tying: weighted hits are float sums, whose last bits depend on the order of the chunks and candidates.
+
+        >>> _best({0.0: 1.0, 0.5: 1.0 + 1e-15, 0.9: 0.5}, [0.0, 0.5, 0.9])
+        0.0
+    """
+    top = max(values[w] for w in grid)
+    return min(w for w in grid if values[w] >= top - TIE_TOLERANCE * max(abs(top), 1.0))
 
 
 def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid: Iterable[float],
@@ -84,7 +111,9 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     k = model.cdgt_config.memory_tuning_k
     if not voters and not tables:
         return {}
-    weights = tuning_weights(model.cdgt_config, train_y)
+    config = model.cdgt_config
+    weights = tuning_weights(config, train_y)
+    slack = config.memory_tuning_slack if config.memory_tuning_metric == "p_then_psp_at_k" else None
     for votes, space in voters:
         encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
@@ -125,12 +154,13 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
             return held[start]
 
         first_tables.append(_tune(votes, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), grid, k,
-                                  weights))
+                                  weights, slack))
         tuned.append((votes, scored))
     for table, table_grid in tables:
         # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
         scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
-        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights)
+        _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights,
+              slack)
         tuned.append((table, scored))
     if model.cdgt_config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
@@ -158,7 +188,7 @@ def tuning_weights(config: Any, train_y: Any) -> np.ndarray | None:
         True
     """
     if config.memory_tuning_metric == "p_at_k":
-        return None
+        return None  # p_then_psp_at_k and psp_at_k weigh the hits
     counts = np.asarray(sp.csr_matrix(train_y).sum(axis=0)).ravel()
     return 1.0 / propensities(counts, train_y.shape[0], config.psp_a, config.psp_b)
 
@@ -220,11 +250,13 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
 
 
 def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]],
-          grid: Iterable[float], k: int, label_weights: np.ndarray | None = None) -> dict[float, float]:
+          grid: Iterable[float], k: int, label_weights: np.ndarray | None = None,
+          slack: float | None = None) -> dict[float, float]:
     """Set `layer.weight` (its share of the model's answer) to the best of `grid` on the blends of `pairs` (as in
     tune_weight); returns (and keeps in `layer.tuning`, for whoever reports the run) validation P@k per weight, k
-    the config's `memory_tuning_k` (or the propensity-weighted hits per slot, with `label_weights`)."""
-    best, table = tune_weight(pairs, grid, k=k, label_weights=label_weights)
+    the config's `memory_tuning_k` (or the propensity-weighted hits per slot, with `label_weights` and no
+    `slack`)."""
+    best, table = tune_weight(pairs, grid, k=k, label_weights=label_weights, slack=slack)
     layer.weight.assign(best)
     layer.tuning = table
     return table

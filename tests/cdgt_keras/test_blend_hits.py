@@ -124,3 +124,21 @@ def test_tuning_on_psp_takes_the_weight_that_ranks_the_rare_label() -> None:
     assert tune_weight(lambda: [(p, v, truth)], (0.0, 0.5), k=1) == (0.0, {0.0: 0.5, 0.5: 0.5})
     best, table = tune_weight(lambda: [(p, v, truth)], (0.0, 0.5), k=1, label_weights=np.array([1.0, 10.0]))
     assert (best, table) == (0.5, {0.0: 0.5, 0.5: 5.0})
+
+
+def test_tuning_on_p_then_psp_keeps_p_within_the_slack() -> None:
+    """Three rows; label 0 frequent (weight 1), label 1 rare (weight 10). At w = 0 rows 0 and 2 rank label 0 first
+    (2 hits of 3), at w = 0.5 the votes put label 1 first in every row (row 1's hit only: 1 of 3, but weighing 10).
+    P@1 alone takes 0 (2/3 against 1/3); PSP alone takes 0.5 (10/3 against 2/3); P then PSP takes 0.5 only when the
+    slack covers the third of a point of P@1 it costs."""
+    p = np.array([[0.6, 0.4]] * 3, np.float32)
+    v = np.array([[0.0, 1.0]] * 3, np.float32)
+    truth = sp.csr_matrix([[1, 0], [0, 1], [1, 0]])
+    chunks, weights = (lambda: [(p, v, truth)]), np.array([1.0, 10.0])
+    p_table = {0.0: 2 / 3, 0.5: 1 / 3}
+    assert tune_weight(chunks, (0.0, 0.5), k=1) == (0.0, p_table)
+    assert tune_weight(chunks, (0.0, 0.5), k=1, label_weights=weights)[0] == 0.5
+    assert tune_weight(chunks, (0.0, 0.5), k=1, label_weights=weights, slack=0.3) == (0.0, p_table)
+    assert tune_weight(chunks, (0.0, 0.5), k=1, label_weights=weights, slack=0.34) == (0.5, p_table)
+    # no slack: the best P@1 alone qualifies, and ties in P@1 go to the weighted hits (the docstring's example)
+    assert tune_weight(chunks, (0.0, 0.5), k=1, label_weights=weights, slack=0.0) == (0.0, p_table)

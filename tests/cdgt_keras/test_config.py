@@ -239,5 +239,8 @@ def test_replace_validates():
 def test_the_memories_tuning_metric_is_checked():
     assert CDGTConfig().memory_tuning_metric == "p_at_k"
     assert CDGTConfig(memory_tuning_metric="psp_at_k").memory_tuning_metric == "psp_at_k"
+    assert CDGTConfig(memory_tuning_metric="p_then_psp_at_k").memory_tuning_slack == 0.001
+    with pytest.raises(ValueError, match="memory_tuning_slack"):
+        CDGTConfig(memory_tuning_slack=-0.1)
     with pytest.raises(ValueError, match="memory_tuning_metric"):
         CDGTConfig(memory_tuning_metric="psp")
