@@ -1,6 +1,7 @@
 """Settling a trained model's memory: remember the training split in its neighbour votes and label centroids (and
 the label texts, cdgt_keras.label_text), then tune each one's share of the answer on validation P@k (k the
-config's `memory_tuning_k`, 5 by default; the votes' weight first, then the centroids' with the votes in, then the
+config's `memory_tuning_k`, 5 by default; or PSP@k, or PSP@k among the weights near the best P@k, by the config's
+`memory_tuning_metric`; the votes' weight first, then the centroids' with the votes in, then the
 label texts' with both in), as `cdgt_keras.model` blends them: (1 - nu) [(1 - mu) [(1 - w) p_hat + w votes] + mu
 centroids] + nu texts (with votes in two spaces, `neighbour_space="both"`, the encoder's votes blend in after the
 input's, their weight tuned second). With `tail_memory="own"` the tail labels then get weights of their own, on
@@ -108,10 +109,10 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     last, the tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the
     caller has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
     voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features, centroids)
-    k = model.cdgt_config.memory_tuning_k
+    config = model.cdgt_config
+    k = config.memory_tuning_k
     if not voters and not tables:
         return {}
-    config = model.cdgt_config
     weights = tuning_weights(config, train_y)
     slack = config.memory_tuning_slack if config.memory_tuning_metric == "p_then_psp_at_k" else None
     for votes, space in voters:
@@ -162,7 +163,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights,
               slack)
         tuned.append((table, scored))
-    if model.cdgt_config.tail_memory == "own":
+    if config.tail_memory == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
             """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
             for start in starts:
