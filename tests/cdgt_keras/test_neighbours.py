@@ -183,7 +183,8 @@ def test_encoder_space_votes_use_the_encoders_output(tmp_path) -> None:
         CDGTConfig(neighbour_space="encoder", encoder_hidden=())
 
 
-@pytest.mark.parametrize("k,metric", [(5, "p_at_k"), (1, "p_at_k"), (5, "psp_at_k"), (5, "p_then_psp_at_k")])
+@pytest.mark.parametrize("k,metric", [(5, "p_at_k"), (1, "p_at_k"), (5, "psp_at_k"), (5, "p_then_psp_at_k"),
+                                      (3, "p_then_psp_at_k")])  # k = 3: P@3 ties, PSP@3 decides (unlike p_at_k)
 def test_votes_in_both_spaces_blend_in_order_each_weight_tuned_with_the_ones_before(tmp_path, k: int,
                                                                                    metric: str) -> None:
     import keras
