@@ -37,7 +37,7 @@ def blend_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: Itera
     """For each weight w of `grid`, how many of the top `k` labels of `blend(scores, extra, w)` are positives of
     `truth` (summed over the rows). `scores` [n, L] dense; `extra` [n, L] dense or scipy sparse. With
     `label_weights` [L] each hit counts its label's weight (float64, summed row by row in order; 1 / propensity
-    gives PSP@k's numerator) instead of 1."""
+    gives PSP@k's numerator) instead of 1; with [L, c], one such sum per column (an array [c]), from one ranking."""
     scores = np.asarray(scores)
     truth = sp.csr_matrix(truth)
     truth.sort_indices()
@@ -52,11 +52,15 @@ def blend_hits(scores: np.ndarray, extra: Any, truth: sp.csr_matrix, grid: Itera
     return _candidate_hits(scores, extra, truth, grid, k, label_weights)
 
 
-def _counted(found: np.ndarray, labels: np.ndarray, label_weights: np.ndarray | None) -> int | float:
-    """The hits [n, k] of ranked `labels` [n, k]: counted (an int), or each weighted by its label's weight."""
+def _counted(found: np.ndarray, labels: np.ndarray, label_weights: np.ndarray | None) -> int | float | np.ndarray:
+    """The hits [n, k] of ranked `labels` [n, k]: counted (an int), or each weighted by its label's weight ([L]: a
+    float; [L, c]: a sum per column)."""
     if label_weights is None:
         return int(found.sum())
-    return float((found * np.asarray(label_weights, np.float64)[np.maximum(labels, 0)]).sum())
+    weights = np.asarray(label_weights, np.float64)[np.maximum(labels, 0)]
+    if weights.ndim == 2:
+        return float((found * weights).sum())
+    return (found[..., None] * weights).sum(axis=(0, 1))
 
 
 def _full_hits(scores: np.ndarray, extra: np.ndarray, truth: sp.csr_matrix, w: float, k: int,

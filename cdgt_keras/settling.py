@@ -72,14 +72,17 @@ def tune_weight(pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray, Any]]
     """
     grid = sorted({float(w) for w in grid})
     both = label_weights is not None and slack is not None
+    # both: each blend ranked once, its hits counted (a column of ones: integers, exact in float64) and weighted
+    counted = np.column_stack([np.ones(len(label_weights)), label_weights]) if both else label_weights
     hits, weighted, total = dict.fromkeys(grid, 0), dict.fromkeys(grid, 0.0), 0
     for scores, votes, truth in pairs():
         total += scores.shape[0]
-        for w, found in blend_hits(scores, votes, truth, grid, k, None if both else label_weights).items():
-            hits[w] += found  # among candidates, exactly
-        if both:
-            for w, found in blend_hits(scores, votes, truth, grid, k, label_weights).items():
-                weighted[w] += found
+        for w, found in blend_hits(scores, votes, truth, grid, k, counted).items():  # among candidates, exactly
+            if both:
+                hits[w] += int(found[0])
+                weighted[w] += float(found[1])
+            else:
+                hits[w] += found
     table = {w: hits[w] / (k * max(total, 1)) for w in grid}
     if not both:
         return _best(table, grid), table

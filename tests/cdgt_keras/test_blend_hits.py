@@ -112,7 +112,14 @@ def test_weighted_hits_equal_the_full_rankings_weighted_sum(levels: int, density
             np.testing.assert_allclose([got[w] for w in GRID], [want[w] for w in GRID], rtol=1e-12)
         # unit weights count the hits
         ones = bh.blend_hits(scores, extra, truth, GRID, k, label_weights=np.ones(scores.shape[1]))
-        assert ones == {w: float(h) for w, h in bh.blend_hits(scores, extra, truth, GRID, k).items()}
+        plain = bh.blend_hits(scores, extra, truth, GRID, k)
+        assert ones == {w: float(h) for w, h in plain.items()}
+        # a column per weighting, from one ranking: the counts exactly, the weighted sums as the full ranking's
+        for v in (sp.csr_matrix(extra), extra):
+            both = bh.blend_hits(scores, v, truth, GRID, k, label_weights=np.column_stack([np.ones_like(weights),
+                                                                                        weights]))
+            assert [float(both[w][0]) for w in GRID] == [float(plain[w]) for w in GRID]
+            np.testing.assert_allclose([both[w][1] for w in GRID], [want[w] for w in GRID], rtol=1e-12)
 
 
 def test_tuning_on_psp_takes_the_weight_that_ranks_the_rare_label() -> None:
