@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sp
 import tensorflow as tf
@@ -58,3 +60,31 @@ def make_dataset(features: np.ndarray | sp.spmatrix, labels: sp.spmatrix | np.nd
     if shuffle:
         ds = ds.shuffle(int(np.shape(features)[0]), seed=seed, reshuffle_each_iteration=True)
     return without_autotuning(ds.batch(batch_size))
+
+
+def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], tf.Tensor]) -> Callable[[np.ndarray | sp.spmatrix, int],
+                                                                                      np.ndarray]:
+    """`score(x, batch_size)`: `fn`'s output for the rows of `x` (a scipy-sparse or numpy matrix), `batch_size` rows
+    at a time, concatenated; `fn` is traced once, for batches of any size (a last, shorter batch does not trace it
+    again). What the training's validation ranking and `settle` score rows with.
+
+        >>> score = batch_scorer(lambda x: tf.sparse.reduce_sum(x, axis=1, keepdims=True))
+        >>> score(sp.csr_matrix(np.arange(6.0).reshape(3, 2)), 2).ravel().tolist()
+        [1.0, 5.0, 9.0]
+    """
+    traced = tf.function(lambda x: fn(x))  # one argument: `fn` may have optional ones (fused_probs)
+    concrete: list[Callable] = []
+
+    def score(x: np.ndarray | sp.spmatrix, batch_size: int) -> np.ndarray:
+        parts = []
+        for i in range(0, x.shape[0], batch_size):
+            batch = _features_tensor(x[i:i + batch_size])
+            if not concrete:
+                spec = tf.type_spec_from_value(batch)
+                wide = (tf.SparseTensorSpec if isinstance(batch, tf.SparseTensor) else tf.TensorSpec)(
+                    [None, *spec.shape[1:]], spec.dtype)
+                concrete.append(traced.get_concrete_function(wide))
+            parts.append(concrete[0](batch).numpy())
+        return np.concatenate(parts)
+
+    return score

@@ -189,6 +189,14 @@ class CDGTModel(keras.Model):
         weight = self.cdgt_config.wide_weight
         return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(wide)
 
+    def fused_probs(self, x: Any, contexts: list[tf.Tensor] | None = None) -> tf.Tensor:
+        """p_hat [B, L], the players' fused answer to `x` without the memories: the model's answer while every
+        memory's weight is 0, as in training. What the validation ranking reads each epoch and `settle` blends the
+        memories into, traced without the memory layers. `contexts`: the players' features of `x`, when at hand."""
+        contexts = self.contexts(x) if contexts is None else contexts
+        return self.fusion([self.player_probs(i, c, x) for i, c in enumerate(contexts)], contexts,
+                           kernel=not in_portable_graphs())
+
     def _adjusted(self, i: int, logits: tf.Tensor, training: bool) -> tf.Tensor:
         """Training logits shifted by the logit adjustment (served logits are not)."""
         if training and self.cdgt_config.logit_adjustment > 0:
@@ -238,8 +246,7 @@ class CDGTModel(keras.Model):
         network_share, part = sl.combine_memories(shares, scores)
 
         def fused() -> tf.Tensor:
-            return self.fusion([self.player_probs(i, c, inputs) for i, c in enumerate(contexts)], contexts,
-                               kernel=not in_portable_graphs())
+            return self.fused_probs(inputs, contexts)
 
         def shortlisted() -> tf.Tensor:
             ids = sl.candidates(part, self.cdgt_config.shortlist)

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import tensorflow as tf
 
 from cdgt_keras.blend_hits import blend_hits
 from cdgt_keras.centroids import centroid_matrix
+from cdgt_keras.inputs import batch_scorer
 from cdgt_keras.metrics import propensities
 from cdgt_keras.postings import cap_lists
 from cdgt_keras.tail_memory import blend
@@ -119,13 +119,15 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     weights = tuning_weights(config, train_y)
     slack = config.memory_tuning_slack if config.memory_tuning_metric == "p_then_psp_at_k" else None
     for votes, space in voters:
-        encode = _scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" else None
+        encode = batch_scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" \
+            else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
         votes.weight.assign(0.0)
         votes.tail_weight.assign(-1.0)
     starts = range(0, val_x.shape[0], rows)
     layers = [layer for layer, _ in voters] + [layer for layer, _ in tables]
     tuned: list[tuple[Any, Callable[[int], np.ndarray]]] = []  # each layer tuned so far, its scores of a chunk
+    fused = batch_scorer(model.fused_probs)  # the model's own answer, p_hat: every memory's weight at 0
     # the model's own answer, scored once when validation's scores fit SCORES_KEPT_BYTES, else for each weight
     # tuned; kept with it, the answer with the layers tuned so far (each layer blended in once, not once a tuning)
     kept_bytes = (2 + len(tables)) * val_x.shape[0] * model.num_labels * np.dtype(np.float32).itemsize
@@ -139,7 +141,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
             if scores is None and bare is not None and start in bare:
                 scores = bare[start]
             elif scores is None:
-                scores = _bare_scores(model, layers, val_x[start:start + rows], batch_size)
+                scores = fused(val_x[start:start + rows], batch_size)
                 if bare is not None:
                     bare[start] = scores
             for layer, scored in tuned[done:]:
@@ -151,7 +153,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
 
     first_tables: list[dict[float, float]] = []
     for votes, space in voters:
-        score = _scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
+        score = batch_scorer(lambda x, votes=votes, space=space: votes(model.neighbour_query(x, space)))
         held = {start: sp.csr_matrix(score(val_x[start:start + rows], batch_size)) for start in starts}
 
         def scored(start: int, held: dict[int, sp.csr_matrix] = held) -> sp.csr_matrix:
@@ -162,7 +164,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         tuned.append((votes, scored))
     for table, table_grid in tables:
         # the table's validation scores, kept for the next tunings when they fit SCORES_KEPT_BYTES, else scored again
-        scored = _table_scores(_scorer(table), val_x, rows, batch_size, keep=bare is not None)
+        scored = _table_scores(batch_scorer(table), val_x, rows, batch_size, keep=bare is not None)
         _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights,
               slack)
         tuned.append((table, scored))
@@ -171,8 +173,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
             """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
             for start in starts:
                 part = val_x[start:start + rows]
-                own = bare[start] if bare is not None and start in bare else _bare_scores(model, layers, part,
-                                                                                          batch_size)
+                own = bare[start] if bare is not None and start in bare else fused(part, batch_size)
                 yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
@@ -266,36 +267,6 @@ def _tune(layer: Any, pairs: Callable[[], Iterable[tuple[np.ndarray, np.ndarray,
     return table
 
 
-def _bare_scores(model: Any, layers: list[Any], x: Any, batch_size: int) -> np.ndarray:
-    """The model's answer to rows `x` with its memory `layers`' weights at 0 (the players' fused output alone);
-    the weights are put back after."""
-    from cdgt_keras.inputs import make_dataset
-
-    weights = [(float(layer.weight.numpy()), float(layer.tail_weight.numpy())) for layer in layers]
-    for layer in layers:
-        layer.weight.assign(0.0)
-        layer.tail_weight.assign(-1.0)
-    try:
-        return np.asarray(model.predict(make_dataset(x, batch_size=batch_size), verbose=0))
-    finally:
-        for layer, (w, tail_w) in zip(layers, weights):
-            layer.weight.assign(w)
-            layer.tail_weight.assign(tail_w)
-
-
 def _dense(scores: Any) -> np.ndarray:
     """A chunk's scores as a dense array (the votes are held sparse)."""
     return scores.toarray() if sp.issparse(scores) else scores
-
-
-def _scorer(layer: Callable[[Any], Any]) -> Callable[[Any, int], np.ndarray]:
-    """A function scoring rows (a scipy or numpy matrix) by `layer`, `batch_size` rows at a time, traced once."""
-    from cdgt_keras.inputs import _features_tensor
-
-    traced = tf.function(layer, reduce_retracing=True)
-
-    def score(x: Any, batch_size: int) -> np.ndarray:
-        return np.concatenate([traced(_features_tensor(x[i:i + batch_size])).numpy()
-                               for i in range(0, x.shape[0], batch_size)])
-
-    return score

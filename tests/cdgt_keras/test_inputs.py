@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 import tensorflow as tf
 
-from cdgt_keras.inputs import make_dataset, to_sparse_tensor
+from cdgt_keras.inputs import batch_scorer, make_dataset, to_sparse_tensor
 from cdgt_keras.records import read_manifest, read_splits
 from cdgt_keras.text import TextFeaturizer, TextOptions, tokens
 
@@ -32,6 +32,26 @@ def test_make_dataset_batches_features_and_sparse_labels(sparse_features):
     dense_x = tf.sparse.to_dense(first_x) if sparse_features else first_x
     np.testing.assert_allclose(dense_x.numpy(), x[:4])
     assert np.array_equal(tf.sparse.to_dense(first_y).numpy(), y[:4].toarray())
+
+
+@pytest.mark.parametrize("sparse_features", [False, True])
+def test_batch_scorer_traces_once_and_concatenates_the_batches(sparse_features):
+    """Batches of 2, 2 and 1 rows: one trace (the last, shorter batch does not trace again), and the rows' answers
+    in order, as one call on all the rows gives them."""
+    x = np.arange(15.0, dtype=np.float32).reshape(5, 3)
+    traces = []
+
+    def fn(batch):
+        traces.append(1)  # runs while tracing only
+        dense = tf.sparse.to_dense(batch) if isinstance(batch, tf.SparseTensor) else batch
+        return tf.matmul(dense, tf.constant([[1.0], [10.0], [100.0]]))
+
+    score = batch_scorer(fn)
+    out = score(sp.csr_matrix(x) if sparse_features else x, 2)
+    np.testing.assert_array_equal(out, x @ np.array([[1.0], [10.0], [100.0]], np.float32))
+    assert len(traces) == 1
+    score(x[:3] if not sparse_features else sp.csr_matrix(x[:3]), 3)
+    assert len(traces) == 1
 
 
 def _write_split(path, rows):

@@ -110,6 +110,31 @@ def test_model_blends_votes_with_its_weight() -> None:
     assert not np.allclose(training, 0.75 * plain + 0.25 * votes)
 
 
+def test_the_fused_answer_is_the_models_while_its_memories_weigh_0_and_the_monitor_ranks_it() -> None:
+    """`fused_probs` (what the validation ranking reads each epoch, and settle blends the memories into) is the
+    model's answer to the bit while the votes' weight is 0, and stays the players' answer when it is not; the
+    ranking monitor's top 5 are the answer's."""
+    from cdgt_keras.chunked_eval import _topk_pair
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.learning import RankingMonitor
+
+    x, y = _data()
+    model = _model(x, y)
+    model.neighbours.remember(x, y)
+    plain = np.asarray(model(to_sparse_tensor(x)))
+    np.testing.assert_array_equal(np.asarray(model.fused_probs(to_sparse_tensor(x))), plain)
+    monitor = RankingMonitor(MultiLabelData(x, y, []), np.asarray(y.sum(0)).ravel(), x.shape[0],
+                             CDGTConfig(batch_size=16))
+    monitor.set_model(model)
+    ids, scores = monitor.top_k()
+    want_ids, want_scores = _topk_pair(plain, 5)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(scores, want_scores, atol=1e-6)  # batches of 16 rows against one of 40
+    model.neighbours.weight.assign(0.25)
+    assert not np.allclose(np.asarray(model(to_sparse_tensor(x))), plain)
+    np.testing.assert_array_equal(np.asarray(model.fused_probs(to_sparse_tensor(x))), plain)
+
+
 def test_settle_sets_the_best_weight_and_the_model_round_trips(tmp_path) -> None:
     import keras
 
