@@ -21,12 +21,16 @@ import tensorflow as tf
 
 
 def to_sparse_tensor(matrix: sp.spmatrix, dtype: tf.DType = tf.float32) -> tf.SparseTensor:
-    """A scipy-sparse matrix as a tf.SparseTensor (canonical row-major order)."""
-    coo = sp.coo_matrix(matrix, copy=True)  # sum_duplicates sorts in place: never the caller's arrays
-    coo.sum_duplicates()
+    """A scipy-sparse matrix as a tf.SparseTensor in canonical row-major order, duplicates summed. A CSR matrix in
+    canonical form (sorted columns, no duplicates; a slice of one is) is in that order already and is not sorted
+    again: 0.2 ms for 256 rows of debtags, where sorting took 1.6-2 ms, paid by every batch a ranking scores."""
+    if sp.isspmatrix_csr(matrix) and matrix.has_canonical_format:
+        coo = matrix.tocoo()
+    else:
+        coo = sp.coo_matrix(matrix, copy=True)  # sum_duplicates sorts in place: never the caller's arrays
+        coo.sum_duplicates()  # sorted by row, then column
     indices = np.stack([coo.row, coo.col], axis=1).astype(np.int64)
-    tensor = tf.SparseTensor(indices, tf.constant(coo.data, dtype=dtype), dense_shape=coo.shape)
-    return tf.sparse.reorder(tensor)
+    return tf.SparseTensor(indices, tf.constant(coo.data, dtype=dtype), dense_shape=coo.shape)
 
 
 def _features_tensor(features: np.ndarray | sp.spmatrix) -> tf.Tensor | tf.SparseTensor:

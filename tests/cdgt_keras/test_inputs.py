@@ -19,6 +19,24 @@ def test_to_sparse_tensor_round_trip():
     assert np.array_equal(tf.sparse.to_dense(to_sparse_tensor(m)).numpy(), m.toarray())
 
 
+@pytest.mark.parametrize("form", ["csr", "unsorted csr", "coo with duplicates"])
+def test_to_sparse_tensor_is_in_canonical_order_with_duplicates_summed(form):
+    """Row-major, columns ascending, whatever order the matrix holds its entries in: what TensorFlow's sparse ops
+    expect (tf.sparse.reorder leaves it as it is)."""
+    rows, cols, vals = [2, 0, 0, 1, 2, 0], [1, 3, 0, 2, 0, 3], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    m = sp.coo_matrix((vals, (rows, cols)), shape=(3, 4))
+    if form == "csr":
+        m = m.tocsr()
+    elif form == "unsorted csr":
+        m = m.tocsr()
+        m.indices[:2], m.data[:2] = m.indices[:2][::-1].copy(), m.data[:2][::-1].copy()
+        m.has_sorted_indices = False
+    tensor = to_sparse_tensor(m)
+    assert tensor.indices.numpy().tolist() == [[0, 0], [0, 3], [1, 2], [2, 0], [2, 1]]
+    assert tensor.values.numpy().tolist() == [3.0, 8.0, 4.0, 5.0, 1.0]
+    assert tf.sparse.reorder(tensor).indices.numpy().tolist() == tensor.indices.numpy().tolist()
+
+
 @pytest.mark.parametrize("sparse_features", [False, True])
 def test_make_dataset_batches_features_and_sparse_labels(sparse_features):
     rng = np.random.default_rng(0)

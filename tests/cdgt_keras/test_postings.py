@@ -137,6 +137,23 @@ def test_cap_lists_keeps_each_features_largest_entries_and_counts_them():
     assert postings.capped_nnz(m, 0) == m.nnz
 
 
+@pytest.mark.parametrize("keep", [0, 1, 3, 7])
+def test_largest_per_row_keeps_each_rows_largest_entries_ties_to_the_lower_column(keep):
+    """Against each row's entries sorted by value descending, then column, in plain Python; values drawn from a
+    few levels, so that rows tie often at the cut; rows shorter than `keep` kept whole, empty rows too."""
+    rng = np.random.default_rng(keep)
+    dense = rng.choice([0.0, 0.0, 0.0, 0.25, 0.5, 1.0], size=(30, 12)).astype(np.float32)
+    dense[3] = 0.0
+    m = sp.csr_matrix(dense)
+    want = np.zeros_like(dense)
+    for r, row in enumerate(dense):
+        for c in sorted(np.flatnonzero(row), key=lambda c: (-row[c], c))[:keep]:
+            want[r, c] = row[c]
+    got = postings.largest_per_row(sp.csr_matrix(m), keep)
+    np.testing.assert_array_equal(got.toarray(), want)
+    assert got.nnz == np.count_nonzero(want)
+
+
 def test_capped_votes_are_partial_sums_of_the_exact_cosines_and_the_shape_counts_them():
     x = sp.csr_matrix(sp.random(30, 12, density=0.5, random_state=3, dtype=np.float32))
     y = sp.csr_matrix((np.random.default_rng(0).random((30, 5)) < 0.3).astype(np.float32))
