@@ -76,7 +76,7 @@ def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], tf.Tensor]) -> Call
         >>> score(sp.csr_matrix(np.arange(6.0).reshape(3, 2)), 2).ravel().tolist()
         [1.0, 5.0, 9.0]
     """
-    traced = tf.function(lambda x: fn(x))  # one argument: `fn` may have optional ones (fused_probs)
+    traced = tf.function(lambda x: fn(x), autograph=False)  # one argument: `fn` may have optional ones (fused_probs)
     concrete: list[Callable] = []
 
     def score(x: np.ndarray | sp.spmatrix, batch_size: int) -> np.ndarray:
