@@ -81,7 +81,7 @@ def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], tf.Tensor]) -> Call
 
     def score(x: np.ndarray | sp.spmatrix, batch_size: int) -> np.ndarray:
         parts = []
-        for i in range(0, x.shape[0], batch_size):
+        for i in range(0, max(x.shape[0], 1), batch_size):  # no rows: one empty batch, for the answer's width
             batch = _features_tensor(x[i:i + batch_size])
             if not concrete:
                 spec = tf.type_spec_from_value(batch)

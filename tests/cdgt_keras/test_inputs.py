@@ -70,6 +70,7 @@ def test_batch_scorer_traces_once_and_concatenates_the_batches(sparse_features):
     assert len(traces) == 1
     score(x[:3] if not sparse_features else sp.csr_matrix(x[:3]), 3)
     assert len(traces) == 1
+    assert score(sp.csr_matrix(x[:0]) if sparse_features else x[:0], 2).shape == (0, 1)  # no rows: none answered
 
 
 def _write_split(path, rows):
