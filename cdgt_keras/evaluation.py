@@ -12,7 +12,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,15 +47,17 @@ def predict_probs(model, data: MultiLabelData, batch_size: int) -> np.ndarray:
     return np.asarray(model.predict(make_dataset(data.features, batch_size=batch_size), verbose=0))
 
 
-def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | None = None) -> ScoreChunks:
+def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | None = None,
+                   score: Callable[[Any, int], np.ndarray] | None = None) -> ScoreChunks:
     """Re-iterable chunks of `predict_probs`: `rows` per chunk (default about 16M scores, whole batches: fewer
-    `predict` calls; at 18.6k labels 768 rows, 57 MB of float32)."""
+    `predict` calls; at 18.6k labels 768 rows, 57 MB of float32). `score(features, batch_size)`: the chunk's
+    scores by another function than the model's whole answer (the training's ranking: `inputs.batch_scorer`)."""
     step = rows or chunk_rows(data.num_labels, multiple=batch_size, elements=PREDICT_ELEMENTS)
 
     def chunks():
         for start in range(0, data.num_examples, step):
             part = MultiLabelData(data.features[start : start + step], data.labels[start : start + step], [])
-            yield predict_probs(model, part, batch_size)
+            yield predict_probs(model, part, batch_size) if score is None else score(part.features, batch_size)
 
     return chunks
 

@@ -137,16 +137,15 @@ class RankingMonitor(keras.callbacks.Callback):
         (`model.fused_probs`: the model's answer while its memories' weights are 0, as they are until `settle`),
         scored a chunk of rows at a time: no [n, L] matrix (at 18.6k labels and 6k examples it would be 440 MB each
         epoch). Traced once, without the memory layers: on debtags the first epoch's ranking took 1.2 s with them."""
-        from cdgt_keras.chunked_eval import chunk_rows, top_k_chunks
-        from cdgt_keras.evaluation import PREDICT_ELEMENTS
+        from cdgt_keras.chunked_eval import top_k_chunks
+        from cdgt_keras.evaluation import predict_chunks
         from cdgt_keras.inputs import batch_scorer
 
         if self._scorer is None or self._scorer[0] is not self.model:
             self._scorer = (self.model, batch_scorer(self.model.fused_probs))
-        score, x, size = self._scorer[1], self.validation.features, self.config.batch_size
-        rows = chunk_rows(self.validation.num_labels, multiple=size, elements=PREDICT_ELEMENTS)
         k = max(int(name[-1]) for name in RANKING_METRICS)
-        return top_k_chunks(lambda: (score(x[s:s + rows], size) for s in range(0, x.shape[0], rows)), k)
+        return top_k_chunks(predict_chunks(self.model, self.validation, self.config.batch_size,
+                                           score=self._scorer[1]), k)
 
     def values(self, scores: np.ndarray | tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
         """The ranking metrics of `scores`: dense [n, L] or a top-k pair (the same figures)."""
