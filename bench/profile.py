@@ -52,7 +52,7 @@ def profile_road(data: Any, config: CDGTConfig, batches: int, dense: bool) -> di
 
     train = data.splits["train"]
     _, freq = label_frequencies(train.labels, train.num_labels)
-    model = build_trainable(config, freq)
+    model = build_trainable(config, freq, num_train=train.num_examples)
     if dense:
         import keras
 

@@ -24,7 +24,7 @@ from cdgt_keras.presets import DEFAULT_PRESET, PRESETS  # re-exported: cdgt_kera
 CHOICES: dict[str, tuple[str, ...]] = {
     "fusion": ("mean", "core", "max", "attention"),
     "schedule": ("cyclic", "simultaneous"),
-    "rarity": ("paper", "inverse_sqrt", "inverse", "none"),
+    "rarity": ("paper", "inverse_sqrt", "inverse", "none", "propensity"),
     "correctness": ("all", "positives", "log", "log_positives"),
     "payoff": ("bce", "soft_f1", "focal", "asl", "weighted_bce"),
     "disagreement": ("kl", "js", "kl_clipped"),
@@ -71,6 +71,9 @@ class CDGTConfig:
     # Curiosity (SPEC §5)
     alpha: float = 0.5
     beta: float = 0.2
+    # The curiosity's rarity weights w_l (cdgt_keras.objectives.rarity_weights). "propensity": 2 / p_l - 2 from
+    # Jain et al.'s propensities (psp_a, psp_b below); with correctness="log_positives" and alpha=1 each positive's
+    # loss weighs 2 / p_l - 1, Qaraei et al.'s (2021) convex bound of the unbiased loss for missing labels.
     rarity: str = "paper"
     rarity_clip: float = 10.0
     correctness: str = "all"

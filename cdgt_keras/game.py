@@ -54,9 +54,10 @@ class GameTerms:
 class Game:
     """The game's constant tables (rarity weights, label blocks, overlaps, peers) and its terms."""
 
-    def __init__(self, config: CDGTConfig, layout: PlayerLayout, label_freq: np.ndarray):
+    def __init__(self, config: CDGTConfig, layout: PlayerLayout, label_freq: np.ndarray, num_train: int = 0):
         self.config, self.num_labels = config, layout.num_labels
-        rarity = obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip)
+        rarity = obj.rarity_weights(np.asarray(label_freq), config.rarity, config.rarity_clip, num_train,
+                                    config.psp_a, config.psp_b)
         self.rarity_w = tf.constant(rarity)
         self.player_label_ids = [tf.constant(p, dtype=tf.int32) for p in layout.player_labels]
         # Column gathers of [B, L] tensors and their gradients (transposed copies, segment sums) were a large

@@ -92,12 +92,13 @@ def encoder_optimizer(config: CDGTConfig, num_labels: int | None = None) -> kera
     return LazyAdam(config.encoder_rate(), epsilon=config.optimizer_epsilon(num_labels or 1))
 
 
-def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None) -> Any:
+def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None, num_train: int = 0) -> Any:
     """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`; `memory` (a
-    cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes and label centroids when the config asks for them."""
+    cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes and label centroids when the config asks for them;
+    `num_train`, the training rows behind `label_freq` (needed by `rarity="propensity"`)."""
     from cdgt_keras.model import CDGTModel
 
-    model = CDGTModel(config, label_freq, memory)
+    model = CDGTModel(config, label_freq, memory, num_train)
     model.compile(optimizer=encoder_optimizer(config, int(np.size(label_freq))), jit_compile=False)
     return model
 
@@ -229,7 +230,7 @@ def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train:
     build_trainable. Under a distribution strategy, call it inside the strategy's scope."""
     from cdgt_keras.averaging import WeightAveraging
 
-    model = build_trainable(config, label_freq, memory)
+    model = build_trainable(config, label_freq, memory, num_train)
     model.build((None, width))
     steps, epochs = epoch_steps(num_train, config)[1], training_epochs(config, len(label_freq))
     averaging = WeightAveraging(steps * epochs, config.averaging_fraction, config.averaging_every) \

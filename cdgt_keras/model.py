@@ -41,11 +41,12 @@ class CDGTModel(keras.Model):
     returns each player's probabilities over its own labels."""
 
     def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any,
-                 memory: nb.MemoryShape | dict[str, int] | None = None, **kwargs: Any):
+                 memory: nb.MemoryShape | dict[str, int] | None = None, num_train: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         cfg = config if isinstance(config, CDGTConfig) else CDGTConfig.from_dict(config)
         self.cdgt_config = cfg
         self.label_freq = np.asarray(label_freq, dtype=np.float64)
+        self.num_train = int(num_train)  # the training rows behind label_freq (the `propensity` rarity needs them)
         self.layout = PlayerLayout.from_frequencies(self.label_freq, cfg.n_players, cfg.overlap)
         self.num_labels = self.layout.num_labels
         act, drop = cfg.activation, cfg.dropout
@@ -103,7 +104,7 @@ class CDGTModel(keras.Model):
     # ------------------------------------------------------------------------------------------ structure
     def _tables(self, cfg: CDGTConfig) -> None:
         """The game (its constant tables) and the logit adjustment's per-player shifts."""
-        self.rules = Game(cfg, self.layout, self.label_freq)
+        self.rules = Game(cfg, self.layout, self.label_freq, self.num_train)
         # A player's turn fuses and scores its own labels only where that gives J_i's gradient (cdgt_keras.turns)
         self.turns = build_turns(self.layout, fusion_weights(self.layout, cfg.fusion, cfg.core_weight),
                                  self.rules.payoff_tables.rarity_w, self.rules.payoff_tables.focal_gamma) \
@@ -388,7 +389,7 @@ class CDGTModel(keras.Model):
         remembers = bool(self.memory_layers())
         memory = self.memory.to_dict() if remembers else None
         return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
-                "memory": memory}
+                "memory": memory, "num_train": self.num_train}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CDGTModel:

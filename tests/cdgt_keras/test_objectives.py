@@ -201,3 +201,58 @@ def test_game_alpha_zero_is_the_payoff():
         assert float(out.objective[i]) == pytest.approx(R, abs=1e-6)
         assert float(model.player_objective(i, GY, GP, GC, tf.constant(0.2))) == pytest.approx(R, abs=1e-6)
     assert float(out.potential) == pytest.approx(R, abs=1e-6)
+
+
+# ------------------------------------------------------------------ Qaraei et al.'s bound as the curiosity's rarity
+def test_rarity_propensity_hand_values():
+    # 100 rows, counts 50 and 1: C = (ln 100 - 1) 2.5^0.55 = 3.605170 x 1.655294 = 5.967612;
+    # p = 1 / (1 + C (count + 1.5)^-0.55) = [0.594245, 0.217147]; w = 2 / p - 2 = [1.365617, 7.210341]
+    w = obj.rarity_weights(np.array([0.5, 0.01]), "propensity", num_train=100)
+    np.testing.assert_allclose(w, [1.365617, 7.210341], rtol=1e-5)
+    # the PSP parameters enter: a = 1, b = 0 gives p = 1 / (1 + (ln 100 - 1) / count), so w = 2 (ln 100 - 1) / count
+    w1 = obj.rarity_weights(np.array([0.5]), "propensity", num_train=100, psp_a=1.0, psp_b=0.0)
+    np.testing.assert_allclose(w1, [0.144207], rtol=1e-5)
+    with pytest.raises(ValueError, match="num_train"):
+        obj.rarity_weights(np.array([0.5]), "propensity")
+
+
+def test_propensity_bound_hand_value():
+    # y = 1, p = 0.5, propensity 0.25: (2 / 0.25 - 1) ln 2 = 7 ln 2; y = 0: -ln(1 - 0.5) = ln 2
+    assert float(obj.propensity_bound(tf.constant(1.0), tf.constant(0.5), tf.constant(0.25))) == pytest.approx(
+        7 * LN2, rel=1e-6)
+    assert float(obj.propensity_bound(tf.constant(0.0), tf.constant(0.5), tf.constant(0.25))) == pytest.approx(
+        LN2, rel=1e-6)
+
+
+def _bound_model(num_train: int = 40) -> CDGTModel:
+    cfg = CDGTConfig(n_players=1, overlap=0.0, alpha=1.0, beta=0.0, payoff="bce", correctness="log_positives",
+                     rarity="propensity", encoder_hidden=(4,), head_hidden=(), dropout=0.0)
+    model = CDGTModel(cfg, label_freq=[0.5, 0.25, 0.05], num_train=num_train)
+    model.build((None, 3))
+    return model
+
+
+def test_the_propensity_rarity_at_alpha_one_is_qaraeis_bound_in_value_and_gradient():
+    """One player, BCE payoff, log-scoring curiosity at alpha 1: -J is the mean of Qaraei et al.'s convex bound
+    of the unbiased BCE, and what a training turn differentiates has its gradient."""
+    model = _bound_model()
+    prop = 1.0 / (1.0 + (math.log(40) - 1) * 2.5 ** 0.55 * (np.array([20.0, 10.0, 2.0]) + 1.5) ** -0.55)
+    np.testing.assert_allclose(model.rules.rarity_w.numpy(), 2 / prop - 2, rtol=1e-5)
+    y = tf.constant([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]])
+    probs = tf.Variable([[0.7, 0.4, 0.2], [0.3, 0.6, 0.1]])
+    contexts = [tf.ones([2, 4])]
+    with tf.GradientTape(persistent=True) as tape:
+        bound = tf.reduce_mean(obj.propensity_bound(y, probs, tf.constant(prop, tf.float32)))
+        objective = model.player_objective(0, y, [probs], contexts, tf.constant(0.0))
+        turn = model.turn_objective(0, y, [probs], contexts, tf.constant(0.0))
+    assert float(objective) == pytest.approx(-float(bound), rel=1e-5)
+    expected = tape.gradient(bound, probs).numpy()
+    np.testing.assert_allclose(-tape.gradient(objective, probs).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(-tape.gradient(turn, probs).numpy(), expected, rtol=1e-5)
+
+
+def test_a_saved_model_keeps_its_training_rows_and_so_its_propensity_rarity():
+    model = _bound_model(num_train=40)
+    again = CDGTModel.from_config(model.get_config())
+    assert again.num_train == 40
+    np.testing.assert_array_equal(again.rules.rarity_w.numpy(), model.rules.rarity_w.numpy())
