@@ -72,8 +72,9 @@ class CDGTConfig:
     alpha: float = 0.5
     beta: float = 0.2
     # The curiosity's rarity weights w_l (cdgt_keras.objectives.rarity_weights). "propensity": 2 / p_l - 2 from
-    # Jain et al.'s propensities (psp_a, psp_b below); with correctness="log_positives" and alpha=1 each positive's
-    # loss weighs 2 / p_l - 1, Qaraei et al.'s (2021) convex bound of the unbiased loss for missing labels.
+    # Jain et al.'s propensities (psp_a, psp_b below); with correctness="log_positives" and alpha=1, a positive's
+    # loss in the objective of each player that owns its label weighs 2 / p_l - 1: Qaraei et al.'s (2021) convex
+    # bound of the unbiased loss for missing labels (the encoder's potential sums the owners' curiosities).
     rarity: str = "paper"
     rarity_clip: float = 10.0
     correctness: str = "all"
