@@ -31,7 +31,8 @@ def rarity_weights(freq: np.ndarray, kind: str = "paper", clip: float = 10.0, nu
     propensity of the label's count freq * `num_train` (`psp_a`, `psp_b`: the PSP@k metric's), neither normalised
     nor clipped: with the log-scoring curiosity (correctness `log_positives`) at alpha = 1 over the BCE payoff, a
     positive's loss weighs 1 + w_l = 2 / p_l - 1, Qaraei et al.'s (2021) convex upper bound of the unbiased BCE
-    for labels missing at random with propensity p_l (`propensity_bound`).
+    for labels missing at random with propensity p_l (tests/cdgt_keras/test_objectives.py writes the bound out
+    and holds a player's objective and its gradient to it).
 
         >>> # counts 50 and 1 of 100 rows: propensities 0.5942 and 0.2171 (cdgt_keras.metrics.propensities)
         >>> [round(float(w), 4) for w in rarity_weights(np.array([0.5, 0.01]), "propensity", num_train=100)]
@@ -53,19 +54,6 @@ def rarity_weights(freq: np.ndarray, kind: str = "paper", clip: float = 10.0, nu
     floor = positive.min() / 2 if positive.size else 1.0
     raw = np.maximum(freq, floor) ** (-0.5 if kind == "inverse_sqrt" else -1.0)
     return np.minimum(raw / raw.mean(), clip).astype(np.float32)
-
-
-def propensity_bound(y: tf.Tensor, p: tf.Tensor, propensities: tf.Tensor) -> tf.Tensor:
-    """Qaraei et al.'s (2021) convex upper bound of the unbiased BCE under propensities p_l, elementwise:
-    y (2 / p_l - 1) (-log p) + (1 - y) (-log(1 - p)), clipped at EPS as `binary_cross_entropy`. What the BCE payoff
-    plus the `propensity` rarity's log-scoring curiosity at alpha = 1 minimise, per label (a test holds them
-    equal); written out here as the reference.
-
-        >>> round(float(propensity_bound(tf.constant(1.0), tf.constant(0.5), tf.constant(0.25))), 4)   # 7 log 2
-        4.852
-    """
-    p = _clip(p)
-    return -(y * (2.0 / propensities - 1.0) * tf.math.log(p) + (1.0 - y) * tf.math.log(1.0 - p))
 
 
 def _clip(p: tf.Tensor) -> tf.Tensor:
