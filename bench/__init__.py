@@ -7,6 +7,8 @@ One concept per module:
     memory       a run's peak RSS (the kernel's high-water mark, reset at the run's start)
     measures     what one run records beyond cdgt_keras.metrics.report (specialisation, PR and long-tail curves)
     runner       one (dataset, method, seed) run -> one JSON file; resumable
+    rows         a run's test outcomes per row (top-k ids, shipped decisions), beside its JSON, not committed
+    paired       ours minus a peer with a paired bootstrap interval over test rows
     experiments  the named grids (main, sensitivity_*, rare, overhead, extras) and the profiles (quick, full)
     aggregate    mean ± std over seeds
     verdicts     the paper's claims checked against our numbers

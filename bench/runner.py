@@ -35,11 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from cdgt.bench.datasets import BenchData, load_dataset
 from cdgt.bench.environment import environment
 from cdgt.bench.memory import peak_rss
 from cdgt.bench.methods import Method, resolve
+from cdgt.bench.rows import ROWS_K, TestRows, rows_path, save_rows
 
 SCHEMA = 1
 MAX_NAME_BYTES = 240  # a result file's name, leaving room for the ".tmp" of the atomic write
@@ -82,6 +84,7 @@ def run(spec: RunSpec, results_dir: Path, *, root: Path | None = None, cache_dir
     with peak_rss() as memory:
         body = _run_cdgt(spec, data) if spec.method.kind == "cdgt" else _run_peer(spec, data)
     body["memory"] = memory.as_dict()
+    save_rows(rows_path(path), body.pop("_rows"))
     result = {"schema": SCHEMA, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "command": " ".join(["cdgt", *sys.argv[1:]]) if sys.argv else "",
               "dataset": {"name": data.name, "sources": data.sources, **data.facts},
@@ -267,7 +270,7 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     from cdgt_keras.evaluation import label_groups
     from cdgt_keras.labels import label_frequencies
     from cdgt_keras.presets import DEFAULT_PRESET
-    from cdgt_keras.thresholds import ThresholdCounts, config_rule, threshold_counts
+    from cdgt_keras.thresholds import ThresholdCounts, config_rule, sparse_decisions, threshold_counts
 
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     counts, _ = label_frequencies(train.labels, train.num_labels)
@@ -279,11 +282,16 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     rules[SHIPPED_RULE] = tuned.thresholds(**config_rule(CDGTConfig.preset(DEFAULT_PRESET)))
     tail_counts, tail_truth = ThresholdCounts(tail.size, grid=TAIL_PR_GRID), test.labels.tocsc()[:, tail].tocsr()
 
+    shipped_decisions: list[sp.csr_matrix] = []
+
     def observe_tail(start: int, chunk: np.ndarray) -> None:
         tail_counts.add(chunk[:, tail], tail_truth[start : start + chunk.shape[0]])
 
+    def observe_decisions(start: int, chunk: np.ndarray) -> None:
+        shipped_decisions.append(sparse_decisions(chunk, rules[SHIPPED_RULE]))
+
     out = chunked_reports(test.labels, test_chunks, rules, head_labels=head, tail_labels=tail, propensities=props,
-                          observers=[observe_tail] if tail.size else [])
+                          observers=[observe_decisions, *([observe_tail] if tail.size else [])])
     decided = out.counts[config.thresholds]
     return {
         "metrics": out.reports[config.thresholds],
@@ -292,6 +300,8 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
         "curves": {"tail_pr": tail_pr_curve(tail_counts), "long_tail": long_tail_curve(decided, counts),
                    "buckets": frequency_buckets(test.labels, out.top, decided, counts)},
         "_thresholds": rules[config.thresholds], "_head_tail": (head, tail),
+        "_rows": TestRows(out.top[0][:, :ROWS_K], sp.vstack(shipped_decisions, format="csr")
+                          if shipped_decisions else sp.csr_matrix(test.labels.shape, dtype=np.int8)),
     }
 
 
