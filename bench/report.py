@@ -19,6 +19,7 @@ from cdgt.bench.aggregate import Summary, aggregate, runs_of
 from cdgt.bench.experiments import EXPERIMENTS, expand
 from cdgt.bench.learner_report import LEARNER_COLUMNS, section_learner
 from cdgt.bench.methods import PEERS
+from cdgt.bench.paired import section_paired
 from cdgt.bench.research import section_research
 from cdgt.bench.runner import load_results
 from cdgt.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
@@ -367,6 +368,7 @@ def write_report(output: Path) -> list[Path]:
     verdicts = [[v.claim, v.paper, v.ours, f"**{v.verdict}**"] for v in all_verdicts(table, results)]
     lines += [*md_table(["claim", "paper", "ours", "verdict"], verdicts), ""]
     lines += [*section_summary(table), *section_main(table, results), "", *section_peers(table), ""]
+    lines += section_paired(output)
     lines += section_rows(table, "learner", LEARNER_COLUMNS) + section_learner(output)
     lines += ["## Sensitivity", ""]
     for exp, key in (("sensitivity_alpha", "alpha"), ("sensitivity_beta", "beta"), ("sensitivity_rho", "rho"),

@@ -7,7 +7,7 @@ they live in OUTPUT/rows/ (not committed; `.gitignore`), one compressed `.npz` p
 
 Example:
     >>> import tempfile
-    >>> rows = TestRows(np.array([[2, 0], [1, 2]]), sp.csr_matrix(np.array([[0, 0, 1], [1, 1, 0]])))
+    >>> rows = RowOutcomes(np.array([[2, 0], [1, 2]]), sp.csr_matrix(np.array([[0, 0, 1], [1, 1, 0]])))
     >>> path = rows_path(Path(tempfile.mkdtemp()) / "results" / "yeast__cdgt__s0.json")
     >>> save_rows(path, rows)
     >>> back = load_rows(path)
@@ -27,7 +27,7 @@ ROWS_K = 5  # top-k ids kept per row: P@1..5 and PSP@1..5 can be recomputed
 
 
 @dataclass(frozen=True)
-class TestRows:
+class RowOutcomes:
     """top: [n, k] label ids, best first; decided: [n, L] 0/1, the shipped rule's decisions."""
 
     top: np.ndarray
@@ -40,7 +40,7 @@ def rows_path(result_path: Path) -> Path:
     return result_path.parent.parent / "rows" / (result_path.stem + ".npz")
 
 
-def save_rows(path: Path, rows: TestRows) -> None:
+def save_rows(path: Path, rows: RowOutcomes) -> None:
     """Write atomically (a *.tmp.npz sibling, then rename), like the result file it belongs to."""
     path.parent.mkdir(parents=True, exist_ok=True)
     decided = sp.csr_matrix(rows.decided)
@@ -50,7 +50,7 @@ def save_rows(path: Path, rows: TestRows) -> None:
     tmp.replace(path)
 
 
-def load_rows(path: Path) -> TestRows:
+def load_rows(path: Path) -> RowOutcomes:
     """The rows `save_rows` wrote; a missing file is a FileNotFoundError naming it."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no test rows (runs made before rows were kept have none; rerun with "
@@ -59,4 +59,4 @@ def load_rows(path: Path) -> TestRows:
         shape = tuple(int(v) for v in f["shape"])
         indices = f["indices"]
         decided = sp.csr_matrix((np.ones(indices.size, np.int8), indices, f["indptr"]), shape=shape)
-        return TestRows(f["top"].astype(np.int64), decided)
+        return RowOutcomes(f["top"].astype(np.int64), decided)

@@ -41,7 +41,7 @@ from cdgt.bench.datasets import BenchData, load_dataset
 from cdgt.bench.environment import environment
 from cdgt.bench.memory import peak_rss
 from cdgt.bench.methods import Method, resolve
-from cdgt.bench.rows import ROWS_K, TestRows, rows_path, save_rows
+from cdgt.bench.rows import ROWS_K, RowOutcomes, rows_path, save_rows
 
 SCHEMA = 1
 MAX_NAME_BYTES = 240  # a result file's name, leaving room for the ".tmp" of the atomic write
@@ -300,8 +300,8 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
         "curves": {"tail_pr": tail_pr_curve(tail_counts), "long_tail": long_tail_curve(decided, counts),
                    "buckets": frequency_buckets(test.labels, out.top, decided, counts)},
         "_thresholds": rules[config.thresholds], "_head_tail": (head, tail),
-        "_rows": TestRows(out.top[0][:, :ROWS_K], sp.vstack(shipped_decisions, format="csr")
-                          if shipped_decisions else sp.csr_matrix(test.labels.shape, dtype=np.int8)),
+        "_rows": RowOutcomes(out.top[0][:, :ROWS_K], sp.vstack(shipped_decisions, format="csr")
+                             if shipped_decisions else sp.csr_matrix(test.labels.shape, dtype=np.int8)),
     }
 
 

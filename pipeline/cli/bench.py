@@ -47,7 +47,8 @@ def _help() -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     bench = subparsers.add_parser("bench", help="benchmarks: `cdgt bench quality` (methods side by side), "
-                                  "`cdgt bench serving` (latency), `cdgt bench thresholds` (decision rules)",
+                                  "`cdgt bench paired` (differences with intervals), `cdgt bench serving` "
+                                  "(latency), `cdgt bench thresholds` (decision rules)",
                                   description="Benchmarks of CD-GTMLL.")
     commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     bench.set_defaults(func=lambda _args: bench.print_help() or 2)
@@ -104,6 +105,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "cdgt[alpha=0.3]")
     feats.add_argument("--output", type=Path, default=Path("bench"), metavar="DIR", help="default bench")
     feats.set_defaults(func=run_features)
+    pair = commands.add_parser("paired", help="ours minus each peer with a paired bootstrap interval over test rows",
+                               description=PAIRED_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pair.add_argument("--datasets", default="debtags,bibtex,delicious", metavar="NAMES",
+                      help="comma-separated data sets (default debtags,bibtex,delicious)")
+    pair.add_argument("--ours", default="recommended", metavar="METHOD", help="default recommended")
+    pair.add_argument("--peers", default="omikuji,omikuji_bonsai,libmultilabel,libmultilabel_tree", metavar="NAMES",
+                      help="comma-separated peers (default: all four)")
+    pair.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds 0..N-1 on every side (default 3)")
+    pair.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap draws (default 1000)")
+    pair.add_argument("--output", type=Path, default=Path("bench"), metavar="DIR",
+                      help="reads DIR/results and DIR/rows, writes DIR/paired (default bench)")
+    pair.add_argument("--cache-dir", type=Path, metavar="DIR", help="built data sets (default runs/bench-data)")
+    pair.set_defaults(func=run_paired)
     prof = commands.add_parser(
         "profile", help="where a training step's time goes (forward, backward, updates; sparse vs dense road)",
         description="Time the forward pass, forward + backward and the full training step per batch of a data "
@@ -169,6 +183,42 @@ def run_features(args: argparse.Namespace) -> int:
     rows = run_grid(args.dataset, args.peer, args.output)
     print(f"{args.dataset}, {args.peer}, test split (percent):")
     print("\n".join(format_rows(rows)))
+    return 0
+
+
+PAIRED_HELP = """\
+Compare the runs of `cdgt bench quality` on the same test rows: for each data set, ours minus each peer on P@1,
+P@5, PSP@5 and (under the shipped threshold rule) Micro-, Macro- and Rare-F1, each side averaged over its seeds,
+with a 95% interval from 1000 paired bootstrap draws of the test rows (the test split's own sampling noise, which
+the seeds' spread does not show). Needs the runs' kept rows (OUTPUT/rows/, written by every run since they were
+added; rerun older runs with --force) and the data set. Checks that the rows give each result file's figures,
+prints a table and writes OUTPUT/paired/DATASET__OURS.json, which REPORT.md reads.
+
+example:
+  cdgt bench quality --experiments main --datasets debtags --seeds 3 \\
+      --methods recommended,omikuji,omikuji_bonsai,libmultilabel,libmultilabel_tree
+  cdgt bench paired --datasets debtags
+"""
+
+
+def run_paired(args: argparse.Namespace) -> int:
+    from cdgt.bench.paired import METRICS, compare
+    from cdgt.bench.runner import write_json
+
+    peers = [p for p in args.peers.split(",") if p]
+    for dataset in [d for d in args.datasets.split(",") if d]:
+        out = compare(args.output, dataset, args.ours, peers, range(args.seeds), resamples=args.resamples,
+                      cache_dir=args.cache_dir)
+        out["command"] = " ".join(["cdgt", *sys.argv[1:]])
+        path = args.output / "paired" / f"{dataset}__{args.ours}.json"
+        write_json(path, out)
+        print(f"{dataset}: {args.ours} minus the best peer per metric, {out['test_rows']} test rows, seeds "
+              f"0-{args.seeds - 1} (percent; 95% paired bootstrap interval):")
+        for label, key in METRICS:
+            b = out["best_peer"][key]
+            print(f"  {label:9s} {100 * b['difference']:+6.2f}  [{100 * b['low']:+6.2f}, {100 * b['high']:+6.2f}]"
+                  f"  vs {b['peer_name']}")
+        print(f"wrote {path}")
     return 0
 
 

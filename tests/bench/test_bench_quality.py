@@ -230,6 +230,21 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
         assert result["memory"]["start_rss_mib"] < 2048
     report = (tmp_path / "out" / "REPORT.md").read_text()
     assert "| method | Micro-F1 |" in report and "| claim | paper | ours | verdict |" in report
+    # every run keeps its test rows beside its result; `bench paired` reads them (after checking that they give
+    # each result file's figures) and the report shows its intervals
+    assert sorted(p.stem for p in (tmp_path / "out" / "rows").glob("*.npz")) == [p.stem for p in files]
+    paired = ["bench", "paired", "--datasets", "yeast", "--ours", "cdgt", "--peers", "rarity_bce", "--seeds", "1",
+              "--resamples", "50", "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(paired) == 0
+    shown = capfd.readouterr().out
+    assert re.search(r"^  P@1 +[+-]\d+\.\d\d  \[ *[+-]\d+\.\d\d, *[+-]\d+\.\d\d\]  vs rarity_bce$", shown, re.M), shown
+    out = json.loads((tmp_path / "out" / "paired" / "yeast__cdgt.json").read_text())
+    ours = json.loads((tmp_path / "out" / "results" / "yeast__cdgt__s0.json").read_text())
+    assert out["best_peer"]["micro_f1"]["ours"] == pytest.approx(
+        ours["metrics_by_thresholds"]["shipped"]["overall"]["micro_f1"], abs=1e-12)
+    assert main(["bench", "quality", "--report-only", "--output", str(tmp_path / "out")]) == 0
+    assert "| yeast | Rare-F1 | rarity_bce |" in (tmp_path / "out" / "REPORT.md").read_text()
+    capfd.readouterr()
     stamps = [p.stat().st_mtime_ns for p in files]
     assert main(args) == 0
     second = capfd.readouterr().out
