@@ -202,10 +202,11 @@ example:
 
 
 def run_paired(args: argparse.Namespace) -> int:
+    from cdgt.bench.methods import split_names
     from cdgt.bench.paired import METRICS, compare
     from cdgt.bench.runner import write_json
 
-    peers = [p for p in args.peers.split(",") if p]
+    peers = split_names(args.peers)
     for dataset in [d for d in args.datasets.split(",") if d]:
         out = compare(args.output, dataset, args.ours, peers, range(args.seeds), resamples=args.resamples,
                       cache_dir=args.cache_dir)

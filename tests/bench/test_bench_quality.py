@@ -233,17 +233,19 @@ def test_quick_profile_end_to_end_and_resumable(tmp_path, data_dir, monkeypatch,
     # every run keeps its test rows beside its result; `bench paired` reads them (after checking that they give
     # each result file's figures) and the report shows its intervals
     assert sorted(p.stem for p in (tmp_path / "out" / "rows").glob("*.npz")) == [p.stem for p in files]
-    paired = ["bench", "paired", "--datasets", "yeast", "--ours", "cdgt", "--peers", "rarity_bce", "--seeds", "1",
+    paired = ["bench", "paired", "--datasets", "yeast", "--ours", "cdgt[epochs=2]", "--peers",
+              "rarity_bce[epochs=2]", "--seeds", "1",
               "--resamples", "50", "--output", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
     assert main(paired) == 0
     shown = capfd.readouterr().out
-    assert re.search(r"^  P@1 +[+-]\d+\.\d\d  \[ *[+-]\d+\.\d\d, *[+-]\d+\.\d\d\]  vs rarity_bce$", shown, re.M), shown
-    out = json.loads((tmp_path / "out" / "paired" / "yeast__cdgt.json").read_text())
-    ours = json.loads((tmp_path / "out" / "results" / "yeast__cdgt__s0.json").read_text())
+    interval = r"^  P@1 +[+-]\d+\.\d\d  \[ *[+-]\d+\.\d\d, *[+-]\d+\.\d\d\]  vs rarity_bce\[epochs=2\]$"
+    assert re.search(interval, shown, re.M), shown
+    out = json.loads((tmp_path / "out" / "paired" / "yeast__cdgt[epochs=2].json").read_text())
+    ours = json.loads((tmp_path / "out" / "results" / "yeast__cdgt[epochs=2]__s0.json").read_text())
     assert out["best_peer"]["micro_f1"]["ours"] == pytest.approx(
         ours["metrics_by_thresholds"]["shipped"]["overall"]["micro_f1"], abs=1e-12)
     assert main(["bench", "quality", "--report-only", "--output", str(tmp_path / "out")]) == 0
-    assert "| yeast | Rare-F1 | rarity_bce |" in (tmp_path / "out" / "REPORT.md").read_text()
+    assert "| yeast | Rare-F1 | rarity_bce[epochs=2] |" in (tmp_path / "out" / "REPORT.md").read_text()
     capfd.readouterr()
     stamps = [p.stat().st_mtime_ns for p in files]
     assert main(args) == 0
