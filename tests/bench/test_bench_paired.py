@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cdgt.bench.paired import METRICS, paired_difference, resampled_metrics, row_weights
+from cdgt.bench.paired import METRICS, bias_corrected_interval, paired_difference, resampled_metrics, row_weights
 from cdgt.bench.rows import RowOutcomes, load_rows, rows_path, save_rows
 from cdgt_keras.metrics import macro_f1, micro_f1, precision_at_k, psp_at_k, rare_f1
 
@@ -89,3 +89,10 @@ def test_rows_round_trip_and_a_missing_file_names_itself(tmp_path):
     assert (back.top == rows.top).all() and (back.decided != rows.decided).nnz == 0
     with pytest.raises(FileNotFoundError, match=r"bibtex__omikuji__s1\.npz: no test rows"):
         load_rows(tmp_path / "rows" / "bibtex__omikuji__s1.npz")
+
+
+def test_a_point_beyond_every_draw_still_gets_a_finite_interval_from_the_draws():
+    draws = np.linspace(0.0, 1.0, 101)
+    low, high = bias_corrected_interval(2.0, draws)
+    assert 0.0 <= low <= high <= 1.0 and np.isfinite([low, high]).all()
+    assert bias_corrected_interval(0.3, np.array([])) == (0.3, 0.3)
