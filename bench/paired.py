@@ -148,6 +148,12 @@ def bias_corrected_interval(point: float, draws: np.ndarray, level: float = 0.95
     return float(low), float(high)
 
 
+def paired_path(output: Path, dataset: str, ours: str) -> Path:
+    """OUTPUT/paired/DATASET__OURS.json, a long method name shortened as the result files' names are."""
+    name = RunSpec(dataset, resolve(ours), 0).path(Path(output) / "paired").name
+    return Path(output) / "paired" / name.replace("__s0.json", ".json")
+
+
 def _figure(result: dict[str, Any], key: str) -> float:
     """The result file's own figure for `key`: rankings as run, decisions under the shipped rule."""
     if key in RANKING_KEYS:

@@ -203,15 +203,17 @@ example:
 
 def run_paired(args: argparse.Namespace) -> int:
     from cdgt.bench.methods import split_names
-    from cdgt.bench.paired import METRICS, compare
+    from cdgt.bench.paired import METRICS, compare, paired_path
     from cdgt.bench.runner import write_json
 
+    if args.resamples < 1:
+        raise SystemExit(f"cdgt bench paired: --resamples must be at least 1, got {args.resamples}")
     peers = split_names(args.peers)
     for dataset in [d for d in args.datasets.split(",") if d]:
         out = compare(args.output, dataset, args.ours, peers, range(args.seeds), resamples=args.resamples,
                       cache_dir=args.cache_dir)
         out["command"] = " ".join(["cdgt", *sys.argv[1:]])
-        path = args.output / "paired" / f"{dataset}__{args.ours}.json"
+        path = paired_path(args.output, dataset, args.ours)
         write_json(path, out)
         print(f"{dataset}: {args.ours} minus the best peer per metric, {out['test_rows']} test rows, seeds "
               f"0-{args.seeds - 1} (percent; 95% paired bootstrap interval):")

@@ -3,6 +3,8 @@ paired interval; the rows' file and the checks made before anything is reported.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -96,3 +98,16 @@ def test_a_point_beyond_every_draw_still_gets_a_finite_interval_from_the_draws()
     low, high = bias_corrected_interval(2.0, draws)
     assert 0.0 <= low <= high <= 1.0 and np.isfinite([low, high]).all()
     assert bias_corrected_interval(0.3, np.array([])) == (0.3, 0.3)
+
+
+def test_the_paired_file_is_named_like_the_result_files(tmp_path):
+    from cdgt.bench.paired import paired_path
+
+    assert paired_path(tmp_path, "debtags", "recommended") == tmp_path / "paired" / "debtags__recommended.json"
+    # the canonical name (keys sorted), as the result files take it
+    name = paired_path(tmp_path, "bibtex", "recommended[epochs=1,n_players=1,encoder_hidden=1]").name
+    assert name == "bibtex__recommended[encoder_hidden=1,epochs=1,n_players=1].json"
+    keys = ("alpha", "beta", "overlap", "dropout", "input_dropout", "logit_adjustment", "label_epoch_growth",
+            "warmup_fraction", "encoder_learning_rate", "wide_learning_rate", "focal_gamma", "asl_clip")
+    name = paired_path(tmp_path, "bibtex", "recommended[" + ",".join(f"{k}=0.123457" for k in keys) + "]").name
+    assert re.fullmatch(r"bibtex__recommended\[[0-9a-f]{16}\]\.json", name), name  # too long: the digest
