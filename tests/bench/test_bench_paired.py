@@ -111,3 +111,26 @@ def test_the_paired_file_is_named_like_the_result_files(tmp_path):
             "warmup_fraction", "encoder_learning_rate", "wide_learning_rate", "focal_gamma", "asl_clip")
     name = paired_path(tmp_path, "bibtex", "recommended[" + ",".join(f"{k}=0.123457" for k in keys) + "]").name
     assert re.fullmatch(r"bibtex__recommended\[[0-9a-f]{16}\]\.json", name), name  # too long: the digest
+
+
+def test_the_report_holds_each_set_to_its_own_criteria(tmp_path):
+    import json
+
+    from cdgt.bench.paired import section_paired
+
+    def figures(d: float, low: float, high: float) -> dict:
+        return {"peer_name": "omikuji", "ours": 0.5 + d, "peer": 0.5, "difference": d, "low": low, "high": high,
+                "bootstrap_mean": d}
+
+    best = {key: figures(0.01, 0.001, 0.03) for _, key in METRICS}
+    (tmp_path / "paired").mkdir()
+    for name in ("yeast", "bibtex", "corel5k"):
+        (tmp_path / "paired" / f"{name}__recommended.json").write_text(json.dumps(
+            {"dataset": name, "best_peer": best, "test_rows": 10, "seeds": [0], "resamples": 5}))
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in section_paired(tmp_path)
+            if line.startswith("| ")}
+    assert rows[("bibtex", "PSP@5")].endswith("| +2 | straddles |")  # +1.0 in [+0.1, +3.0] against +2
+    assert rows[("bibtex", "P@1")].endswith("| +0 | above |")
+    assert rows[("yeast", "Macro-F1")].endswith("| +0 | above |")
+    assert rows[("yeast", "P@1")].endswith("| - | - |")  # not one of yeast's criteria
+    assert rows[("corel5k", "Micro-F1")].endswith("| - | - |")
