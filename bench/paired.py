@@ -35,23 +35,13 @@ from cdgt.bench.methods import resolve
 from cdgt.bench.rows import RowOutcomes, load_rows, rows_path
 from cdgt.bench.runner import SHIPPED_RULE, RunSpec
 from cdgt.bench.verdicts import md_table
-from cdgt_keras.metrics import _hits, _macro
+from cdgt_keras.metrics import _hits, _macro, _micro, best_psp_per_row
 
 # (label, key): the ranking metrics read from the kept top-k, the decision metrics from the shipped decisions
 METRICS = (("P@1", "p_at_1"), ("P@5", "p_at_5"), ("PSP@5", "psp_at_5"), ("Micro-F1", "micro_f1"),
            ("Macro-F1", "macro_f1"), ("Rare-F1", "rare_f1"))
 RANKING_KEYS = ("p_at_1", "p_at_5", "psp_at_5")
 CHUNK = 100  # resamples per pass: [CHUNK, L] counts at a time
-
-
-def _best_psp(truth: sp.csr_matrix, inv: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the largest PSP@k numerator any ranking attains: its k largest 1/p among its positives."""
-    rows = np.repeat(np.arange(truth.shape[0]), np.diff(truth.indptr))
-    w = inv[truth.indices]
-    order = np.lexsort((-w, rows))
-    rank = np.arange(order.size) - truth.indptr[rows[order]]
-    keep = rank < k
-    return np.bincount(rows[order][keep], weights=w[order][keep], minlength=truth.shape[0])
 
 
 def resampled_metrics(truth: sp.csr_matrix, rows: RowOutcomes, inv_propensity: np.ndarray, tail: np.ndarray,
@@ -71,7 +61,7 @@ def resampled_metrics(truth: sp.csr_matrix, rows: RowOutcomes, inv_propensity: n
     total = w.sum(axis=1)
     out = {"p_at_1": w @ hits[:, 0] / total, "p_at_5": w @ hits[:, :5].sum(axis=1) / (5.0 * total)}
     gained = (hits[:, :5] * inv_propensity[np.maximum(top[:, :5], 0)]).sum(axis=1)
-    best = w @ _best_psp(truth, inv_propensity, 5)
+    best = w @ best_psp_per_row(truth, inv_propensity, 5)
     out["psp_at_5"] = np.divide(w @ gained, best, out=np.zeros_like(best), where=best > 0)
     decided = sp.csr_matrix(rows.decided, dtype=np.float64)
     # per-label counts under each weighting: [L, n] sparse times [n, B] dense, transposed
@@ -81,16 +71,11 @@ def resampled_metrics(truth: sp.csr_matrix, rows: RowOutcomes, inv_propensity: n
         part = w[start : start + CHUNK]
         tp, t, p = (np.asarray(m @ part.T).T for m in counts_t)
         for i in range(len(part)):
-            micro[start + i] = _micro_f1(tp[i], t[i], p[i])
+            micro[start + i] = _micro(tp[i], t[i], p[i])
             macro[start + i] = _macro(tp[i], t[i], p[i])
-            rare[start + i] = _micro_f1(tp[i][tail], t[i][tail], p[i][tail])
+            rare[start + i] = _micro(tp[i][tail], t[i][tail], p[i][tail])
     out.update(micro_f1=micro, macro_f1=macro, rare_f1=rare)
     return out
-
-
-def _micro_f1(tp: np.ndarray, t: np.ndarray, p: np.ndarray) -> float:
-    denom = float(t.sum() + p.sum())
-    return 2.0 * float(tp.sum()) / denom if denom > 0 else 0.0
 
 
 def row_weights(n: int, resamples: int, seed: int) -> np.ndarray:

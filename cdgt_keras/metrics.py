@@ -143,13 +143,23 @@ def psp_at_k(y_true: Matrix, scores: Scores, k: int, propensities: np.ndarray) -
         raise ValueError(f"propensities must have shape [{truth.shape[1]}], got {inv.shape}")
     top = _topk(scores, k, truth.shape[1])
     gained = float((_hits(truth, top) * inv[np.maximum(top, 0)]).sum())
-    # Best attainable: per example, the k largest 1/p among its positives.
+    best = float(best_psp_per_row(truth, inv, k).sum())
+    return gained / best if best > 0 else 0.0
+
+
+def best_psp_per_row(truth: sp.csr_matrix, inv_propensity: np.ndarray, k: int) -> np.ndarray:
+    """Per example, the largest PSP@k numerator any ranking attains: the sum of its k largest 1/p among its
+    positives (PSP@k's normaliser, summed over the examples).
+
+        >>> best_psp_per_row(sp.csr_matrix(np.array([[1, 1, 1], [0, 0, 0]])), np.array([2.0, 5.0, 3.0]), 2)
+        array([8., 0.])
+    """
     rows = np.repeat(np.arange(truth.shape[0]), np.diff(truth.indptr))
-    w = inv[truth.indices]
+    w = np.asarray(inv_propensity, dtype=np.float64)[truth.indices]
     order = np.lexsort((-w, rows))
     rank = np.arange(order.size) - truth.indptr[rows[order]]
-    best = float(w[order][rank < k].sum())
-    return gained / best if best > 0 else 0.0
+    keep = rank < k
+    return np.bincount(rows[order][keep], weights=w[order][keep], minlength=truth.shape[0])
 
 
 def mean_average_precision(y_true: Matrix, scores: np.ndarray) -> float:
