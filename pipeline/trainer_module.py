@@ -47,6 +47,7 @@ from cdgt_keras.neighbours import MemoryShape
 from cdgt_keras.records import in_id_order
 from cdgt_keras.resume import epoch_batches
 from cdgt_keras.settling import settle
+from cdgt_keras.text import TextOptions
 from cdgt_keras.thresholds import tuned_thresholds
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
@@ -191,7 +192,7 @@ def run_fn(fn_args: Any) -> None:
     data, stats = custom["data"], load_stats(custom["label_stats_uri"])
     kind, num_labels = data["feature_kind"], int(stats["num_labels"])
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
-    width = model_width(kind, int(data.get("num_features") or 0), tft_output)
+    width = model_width(kind, int(data.get("num_features") or 0), tft_output, TextOptions.from_config(config))
     train_files, val_files = _files(fn_args.train_files), _files(fn_args.eval_files)
     train_records, val_records = split_records(train_files), split_records(val_files)
     parse = _parser(tft_output, kind, width, num_labels)

@@ -27,14 +27,18 @@ import tensorflow_transform as tft
 from cdgt_keras.features import DENSE, ID, LABELS, SPARSE_IDS, SPARSE_VALUES, TEXT, X_IDS, X_WEIGHTS, X
 from cdgt_keras.featurizer import z_score
 from cdgt_keras.text import TextOptions, smoothed_idf, tfidf, unique_per_row
+from cdgt_keras.text_embedding import embedding_columns, embedding_width, prepend
 
 TEXT_VOCABULARY = "text_vocabulary"
 
 
-def model_width(feature_kind: str, num_features: int, tft_output: Any = None) -> int:
-    """Width of the model's input: d (dense, sparse) or the size of the learned vocabulary (text)."""
+def model_width(feature_kind: str, num_features: int, tft_output: Any = None,
+                text_options: TextOptions | None = None) -> int:
+    """Width of the model's input: d (dense, sparse) or, for text, the embedding's columns (with
+    `text_options.embedding`) plus the size of the learned vocabulary."""
     if feature_kind == "text":
-        return int(tft_output.vocabulary_size_by_name(TEXT_VOCABULARY))
+        return embedding_width(text_options or TextOptions()) + int(
+            tft_output.vocabulary_size_by_name(TEXT_VOCABULARY))
     return num_features
 
 
@@ -62,6 +66,8 @@ def text_features(text: tf.Tensor, options: TextOptions) -> tuple[tf.SparseTenso
     num_documents = tft.size(tf.reshape(text, [-1]))
     idf = smoothed_idf(df, num_documents)  # [max_features]; ids stay below the vocabulary's size
     weighted = tfidf(tft.apply_vocabulary(terms, vocabulary, default_value=-1), idf, options.sublinear_tf)
+    if options.embedding:  # the sentence embedding's columns first, as cdgt_keras.text.TextFeaturizer.tensor
+        weighted = prepend(embedding_columns(options, tf.reshape(text, [-1]), own_tables=True), weighted)
     ids = tf.SparseTensor(weighted.indices, weighted.indices[:, 1], weighted.dense_shape)
     return ids, weighted
 

@@ -11,6 +11,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _embedding_cache(tmp_path_factory: Any) -> Any:
+    """The sentence embeddings' disk cache (cdgt_keras.text_embedding) in the session's temporary directory, not
+    the user's ~/.cache."""
+    old = os.environ.get("CDGT_CACHE_DIR")
+    os.environ["CDGT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cdgt-cache"))
+    yield
+    if old is None:
+        os.environ.pop("CDGT_CACHE_DIR", None)
+    else:
+        os.environ["CDGT_CACHE_DIR"] = old
+
+
 def in_ci() -> bool:
     """Whether the tests run in CI (CI=true), where what they need must exist: a missing piece fails, not skips."""
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -87,6 +87,28 @@ def test_text_features_agree_on_every_path(options: TextOptions):
     assert np.allclose(np.linalg.norm(fast.toarray()[0]), 1.0) and fast[1].nnz == 0 and fast[2].nnz == 0
 
 
+def test_text_features_with_a_sentence_embedding_agree_on_every_path(tmp_path, monkeypatch):
+    """With `text_embedding` (a tiny random BERT here; tests/cdgt_keras/test_sentence.py holds the real one to
+    torch): the embedding's columns, then the TF-IDF, the same on every road."""
+    from cdgt_keras.sentence import _tiny_checkpoint
+
+    monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
+    options = replace(OPTIONS, embedding=_tiny_checkpoint(str(tmp_path / "bert")), embedding_tokens=16,
+                      embedding_scale=1.5)
+    fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), options)
+    fast = fit.transform(np.array(TEST, dtype=object)).toarray()
+    assert fit.width == 8 + len(fit.text.vocabulary)
+    np.testing.assert_allclose(np.linalg.norm(fast[:, :8], axis=1), 1.5, atol=1e-5)  # every text, "" included
+
+    transformed, vocabulary = _tft_transform(
+        [{"text": t} for t in TRAIN], [{"text": t} for t in TEST], {"text": tf.io.FixedLenFeature([], tf.string)},
+        {"feature_kind": "text", "text": asdict(options)})
+    assert vocabulary == fit.text.vocabulary
+    np.testing.assert_allclose(_rows(transformed, fit.width), fast, atol=1e-6)
+    served = RawPreprocessing("text", fit.width, fit).model_input({"text": tf.constant(TEST)})
+    np.testing.assert_allclose(tf.sparse.to_dense(served).numpy(), fast, atol=1e-6)
+
+
 def test_dense_features_agree_on_every_path():
     rng = np.random.default_rng(0)
     train = (rng.standard_normal((50, 4)) * [1.0, 100.0, 0.01, 0.0] + [0.0, 5e3, -2.0, 7.0]).astype(np.float32)

@@ -102,3 +102,16 @@ def text_export(tmp_path_factory) -> Export:
     featurizer = Featurizer.fit("text", texts(40), TextOptions(max_features=30))
     request = [*texts(4, seed=3), "an unknown zebra", ""]
     return _export(tmp_path_factory, "text", request, featurizer.transform(request), featurizer.width, featurizer)
+
+
+@pytest.fixture(scope="session")
+def embedded_text_export(tmp_path_factory) -> Export:
+    """A text model whose features start with a sentence embedding (a tiny random BERT: cdgt_keras.sentence)."""
+    from cdgt_keras.featurizer import Featurizer
+    from cdgt_keras.sentence import _tiny_checkpoint
+    from cdgt_keras.text import TextOptions
+
+    bert = _tiny_checkpoint(str(tmp_path_factory.mktemp("bert")))
+    featurizer = Featurizer.fit("text", texts(40), TextOptions(max_features=30, embedding=bert, embedding_tokens=16))
+    request = [*texts(4, seed=3), "an unknown zebra", ""]
+    return _export(tmp_path_factory, "text", request, featurizer.transform(request), featurizer.width, featurizer)

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from cdgt.serving.export import BLESSING_LABELS, BLESSING_SCORES, CLASSIFY_METHOD, LABELS_MULTI_HOT, read_metadata
 
-KINDS = ("dense", "sparse", "text")
+KINDS = ("dense", "sparse", "text", "embedded_text")  # fixtures of tests/serving/conftest.py
 
 
 def keras_scores(export) -> np.ndarray:

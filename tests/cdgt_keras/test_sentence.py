@@ -1,0 +1,115 @@
+"""The sentence encoder (cdgt_keras.sentence, cdgt_keras.wordpiece, cdgt_keras.text_embedding): the tokeniser's ids
+and the embeddings held to transformers/torch's for all-MiniLM-L6-v2 (tests/fixtures/minilm_reference.json, made
+by `transformers.BertTokenizerFast` and `AutoModel` 4.x with torch 2.13 on the CPU: texts of accents,
+punctuation, CJK, a word over 100 characters, an empty text and one cut at 128 pieces), the WordPiece rules on
+hand-made vocabularies, and the embedding's columns in the text features."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.featurizer import Featurizer
+from cdgt_keras.sentence import DEFAULT_MODEL, SentenceEncoder, _tiny_checkpoint, model_directory, read_safetensors
+from cdgt_keras.text import TextOptions
+from cdgt_keras.text_embedding import embed_texts
+from cdgt_keras.wordpiece import WordPiece
+
+REFERENCE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "minilm_reference.json")
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    with open(REFERENCE, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@pytest.fixture(scope="module")
+def minilm(reference) -> SentenceEncoder:
+    return SentenceEncoder(model_directory(DEFAULT_MODEL), reference["max_tokens"])
+
+
+def _ids(tokenizer: WordPiece, texts: list[str], max_tokens: int) -> list[list[int]]:
+    ids, mask = tokenizer(tf.constant(texts), max_tokens)
+    return [[int(i) for i, m in zip(row, keep) if m] for row, keep in zip(ids.numpy(), mask.numpy())]
+
+
+def test_wordpiece_ids_equal_the_reference_tokenizers(reference, minilm):
+    assert _ids(minilm.tokenizer, reference["texts"], reference["max_tokens"]) == reference["ids"]
+
+
+def test_embeddings_equal_torchs_within_1e_5(reference, minilm):
+    got = minilm.embed_all(reference["texts"], batch_size=3)  # batches of mixed lengths: padding changes nothing
+    np.testing.assert_allclose(got, np.asarray(reference["embeddings"], np.float32), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+
+
+def test_wordpiece_cuts_greedily_longest_first_and_unknown_words_whole():
+    pieces = WordPiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "una", "##ff", "##able", "##a", "!", "e", "中"])
+    # "unaffable": "una" (longest first), then "##ff", "##able"; "unx" cannot be cut past "un": the whole word is
+    # [UNK]; "É!" -> "e" (lower-cased, accent stripped) and "!" split off; CJK characters stand alone.
+    assert _ids(pieces, ["Unaffable unx É! 中中", "a" * 101, ""], 16) == [
+        [2, 5, 6, 7, 1, 10, 9, 11, 11, 3], [2, 1, 3], [2, 3]]
+    assert _ids(pieces, ["una una una una"], 4) == [[2, 5, 5, 3]]  # cut at max_tokens, [SEP] kept
+
+
+def test_wordpiece_needs_the_special_tokens():
+    with pytest.raises(ValueError, match=r"\[UNK\]"):
+        WordPiece(["[PAD]", "[CLS]", "[SEP]", "a"])
+
+
+def test_safetensors_reader_reads_names_shapes_and_values(tmp_path):
+    directory = _tiny_checkpoint(str(tmp_path / "bert"))
+    weights = read_safetensors(os.path.join(directory, "model.safetensors"))
+    assert weights["encoder.layer.1.intermediate.dense.weight"].shape == (16, 8)
+    assert weights["embeddings.word_embeddings.weight"].dtype == np.float32
+    assert np.isfinite(weights["embeddings.LayerNorm.bias"]).all()
+
+
+def test_an_unknown_model_name_is_a_clear_error():
+    with pytest.raises(ValueError, match="neither a directory"):
+        model_directory("no-such-model")
+
+
+def test_config_rejects_bad_embedding_fields():
+    with pytest.raises(ValueError, match="text_embedding_tokens"):
+        CDGTConfig(text_embedding_tokens=2)
+    with pytest.raises(ValueError, match="text_embedding_scale"):
+        CDGTConfig(text_embedding_scale=0.0)
+    options = TextOptions.from_config(CDGTConfig(text_embedding="x", text_embedding_tokens=64,
+                                                 text_embedding_scale=2.0))
+    assert (options.embedding, options.embedding_tokens, options.embedding_scale) == ("x", 64, 2.0)
+
+
+def test_embedding_columns_come_first_scaled_then_the_tfidf(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
+    train = ["a text editor", "a text viewer", "editors of text", "a viewer"]
+    plain = TextOptions(ngrams=1, min_df=2)
+    options = replace(plain, embedding=_tiny_checkpoint(str(tmp_path / "bert")), embedding_tokens=8,
+                      embedding_scale=2.0)
+    fit, without = Featurizer.fit("text", train, options), Featurizer.fit("text", train, plain)
+    assert fit.width == 8 + without.width
+    fast = fit.transform(train).toarray()
+    np.testing.assert_allclose(fast[:, 8:], without.transform(train).toarray(), atol=1e-7)
+    np.testing.assert_allclose(np.linalg.norm(fast[:, :8], axis=1), 2.0, atol=1e-5)
+    graph = tf.sparse.to_dense(fit.tensor(tf.constant(train))).numpy()
+    np.testing.assert_allclose(graph, fast, atol=1e-6)
+
+
+def test_embeddings_are_cached_on_disk_by_their_texts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
+    options = TextOptions(embedding=_tiny_checkpoint(str(tmp_path / "bert")), embedding_tokens=8)
+    first = embed_texts(options, ["a text", "editors"])
+    calls = []
+    monkeypatch.setattr(SentenceEncoder, "embed_all", lambda *a, **k: calls.append(a) or np.zeros((1, 8)))
+    np.testing.assert_array_equal(embed_texts(options, ["a text", "editors"]), first)  # from the cache
+    assert calls == []
+    embed_texts(options, ["another text"])  # new texts: encoded
+    assert len(calls) == 1
+    assert len(os.listdir(tmp_path / "cache" / "embeddings")) == 2  # one file a list of texts
