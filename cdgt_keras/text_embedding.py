@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,13 +104,13 @@ def embed_texts(options: Any, texts: Sequence[str]) -> np.ndarray:
         if cached.shape[0] == len(texts):
             return cached
     model = encoder(options.embedding, options.embedding_tokens)
-    every = max(len(texts) // 10, 1)
-    shown = [0]
+    every, shown, start = max(len(texts) // 10, 1), [0], time.perf_counter()
 
     def progress(done: int, total: int) -> None:
         if total >= 2000 and (done - shown[0] >= every or done == total):
-            shown[0] = done
-            print(f"text_embedding: encoded {done}/{total} texts", file=sys.stderr, flush=True)
+            shown[0], seconds = done, time.perf_counter() - start
+            print(f"text_embedding: encoded {done:,}/{total:,} texts in {seconds:.0f} s "
+                  f"({done / max(seconds, 1e-9):.0f} a second, shortest first)", file=sys.stderr, flush=True)
 
     vectors = model.embed_all(texts, progress=progress)
     if not np.all(np.isfinite(vectors)):

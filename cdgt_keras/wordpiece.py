@@ -118,7 +118,9 @@ class WordPiece:
         n = tf.size(words)
         start = tf.zeros([n], tf.int32)
         failed = length > _MAX_WORD_CHARS
-        steps = tf.TensorArray(tf.int64, size=0, dynamic_size=True)
+        # A first step of -1s (dropped below like every -1): a batch of empty texts then still stacks a list
+        # that is not empty, which a traced function cannot do with an unknown element shape.
+        steps = tf.TensorArray(tf.int64, size=0, dynamic_size=True).write(0, tf.fill([n], tf.constant(-1, tf.int64)))
 
         def cut(i: Any, start: Any, failed: Any, steps: Any) -> tuple[Any, Any, Any, Any]:
             active = (start < length) & ~failed
@@ -140,7 +142,7 @@ class WordPiece:
         def more(i: Any, start: Any, failed: Any, steps: Any) -> Any:
             return tf.reduce_any((start < length) & ~failed)
 
-        _, _, failed, steps = tf.while_loop(more, cut, [tf.constant(0), start, failed, steps])
+        _, _, failed, steps = tf.while_loop(more, cut, [tf.constant(1), start, failed, steps])
         grid = tf.transpose(tf.reshape(steps.stack(), [-1, n]))  # [N, steps], -1 past a word's end
         ids = tf.ragged.boolean_mask(grid, grid >= 0)
         unk = tf.RaggedTensor.from_row_lengths(tf.fill([n], tf.constant(self.unk, tf.int64)), tf.ones([n], tf.int64))

@@ -113,3 +113,21 @@ def test_embeddings_are_cached_on_disk_by_their_texts(tmp_path, monkeypatch):
     embed_texts(options, ["another text"])  # new texts: encoded
     assert len(calls) == 1
     assert len(os.listdir(tmp_path / "cache" / "embeddings")) == 2  # one file a list of texts
+
+
+def test_long_lists_show_progress_and_keep_the_input_order(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
+    options = TextOptions(embedding=_tiny_checkpoint(str(tmp_path / "bert")), embedding_tokens=8)
+    texts = [("a text editor " * (i % 5)).strip() for i in range(2000)]  # lengths interleaved
+    vectors = embed_texts(options, texts)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert 2 <= len(lines) <= 10 and lines[-1].startswith("text_embedding: encoded 2,000/2,000 texts in ")
+    alone = embed_texts(options, texts[:5])  # encoded apart, in a batch of their own
+    np.testing.assert_allclose(vectors[:5], alone, atol=1e-6)
+
+
+def test_a_traced_batch_of_empty_texts_is_cls_and_sep():
+    pieces = WordPiece(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"])
+    traced = tf.function(lambda t: pieces(t, 8), input_signature=[tf.TensorSpec([None], tf.string)])
+    ids, mask = traced(tf.constant(["", " \t"]))
+    assert ids.numpy().tolist() == [[2, 3], [2, 3]] and mask.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
