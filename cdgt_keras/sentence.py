@@ -140,12 +140,35 @@ class SentenceEncoder:
             x = self._norm(self._dense(inner, f"{at}.output.dense") + x, f"{at}.output.LayerNorm")
         return x
 
-    def embed(self, texts: Any, own_tables: bool = False) -> Any:
+    def embed(self, texts: Any, own_tables: bool = False, chunk: int = 64) -> Any:
         """A [B] string tensor -> float32 [B, width]: the masked mean of the last layer, L2-normalised
-        (`own_tables`: the tokeniser's, see WordPiece.__call__)."""
+        (`own_tables`: the tokeniser's, see WordPiece.__call__).
+
+        The texts are encoded `chunk` at a time, shortest first, each chunk cut to its longest text: a large
+        batch (the TFX Transform's, a served batch) then costs what its texts' lengths cost, not every text at the
+        batch's longest. Padding never changes a text's embedding (it gets no attention and no weight)."""
         import tensorflow as tf
 
         ids, mask = self.tokenizer(texts, self.max_tokens, own_tables)
+        lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int32)
+        order = tf.argsort(lengths, stable=True)
+        n = tf.shape(ids)[0]
+        chunks = tf.maximum((n + chunk - 1) // chunk, 1)  # one (empty) chunk for an empty batch
+
+        def body(i: Any, out: Any) -> tuple[Any, Any]:
+            rows = order[i * chunk:tf.minimum((i + 1) * chunk, n)]
+            longest = tf.maximum(tf.reduce_max(tf.gather(lengths, rows)), 1)
+            return i + 1, out.write(i, self._pooled(tf.gather(ids, rows)[:, :longest],
+                                                    tf.gather(mask, rows)[:, :longest]))
+
+        parts = tf.TensorArray(tf.float32, size=chunks, infer_shape=False,
+                               element_shape=tf.TensorShape([None, self.width]))
+        _, parts = tf.while_loop(lambda i, _: i < chunks, body, (tf.constant(0), parts))
+        return tf.gather(parts.concat(), tf.argsort(order, stable=True))  # back to the input's order
+
+    def _pooled(self, ids: Any, mask: Any) -> Any:
+        import tensorflow as tf
+
         hidden = self.encode(ids, mask)
         pooled = tf.reduce_sum(hidden * mask[:, :, None], axis=1) / tf.maximum(
             tf.reduce_sum(mask, axis=1, keepdims=True), 1e-9)

@@ -131,3 +131,14 @@ def test_a_traced_batch_of_empty_texts_is_cls_and_sep():
     traced = tf.function(lambda t: pieces(t, 8), input_signature=[tf.TensorSpec([None], tf.string)])
     ids, mask = traced(tf.constant(["", " \t"]))
     assert ids.numpy().tolist() == [[2, 3], [2, 3]] and mask.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_a_batch_is_encoded_in_chunks_shortest_first_and_returned_in_order(tmp_path):
+    encoder = SentenceEncoder(_tiny_checkpoint(str(tmp_path / "bert")), max_tokens=16)
+    texts = ["a text editor, a text editor. editors", "a", "", "text editors", "a text", "editor editor editor"]
+    alone = np.concatenate([encoder.embed(tf.constant([t])).numpy() for t in texts])
+    for chunk in (1, 2, 4, 64):
+        np.testing.assert_allclose(encoder.embed(tf.constant(texts), chunk=chunk).numpy(), alone, atol=1e-6)
+    traced = tf.function(lambda t: encoder.embed(t, chunk=4), input_signature=[tf.TensorSpec([None], tf.string)])
+    np.testing.assert_allclose(traced(tf.constant(texts)).numpy(), alone, atol=1e-6)
+    assert traced(tf.constant([], tf.string)).shape == (0, 8)
