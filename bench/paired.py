@@ -242,7 +242,9 @@ def section_paired(output: Path) -> list[str]:
         lines_of = CRITERIA.get(out["dataset"], {})
         for label, key in METRICS:
             b, line = out["best_peer"][key], lines_of.get(key)
-            rows.append([out["dataset"], label, b["peer_name"], f"{100 * b['ours']:.2f}", f"{100 * b['peer']:.2f}",
+            data = out["dataset"] if out.get("ours", "recommended") == "recommended" else \
+                f"{out['dataset']}, `{out['ours']}`"
+            rows.append([data, label, b["peer_name"], f"{100 * b['ours']:.2f}", f"{100 * b['peer']:.2f}",
                          f"{100 * b['difference']:+.2f}", f"{100 * b['bootstrap_mean']:+.2f}",
                          f"[{100 * b['low']:+.2f}, {100 * b['high']:+.2f}]",
                          "-" if line is None else f"{100 * line:+.0f}", _where(b["low"], b["high"], line)])

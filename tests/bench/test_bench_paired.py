@@ -127,6 +127,9 @@ def test_the_report_holds_each_set_to_its_own_criteria(tmp_path):
     for name in ("yeast", "bibtex", "corel5k"):
         (tmp_path / "paired" / f"{name}__recommended.json").write_text(json.dumps(
             {"dataset": name, "best_peer": best, "test_rows": 10, "seeds": [0], "resamples": 5}))
+    (tmp_path / "paired" / "bibtex__recommended[n_players=5].json").write_text(json.dumps(
+        {"dataset": "bibtex", "ours": "recommended[n_players=5]", "best_peer": best, "test_rows": 10, "seeds": [0],
+         "resamples": 5}))
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in section_paired(tmp_path)
             if line.startswith("| ")}
     assert rows[("bibtex", "PSP@5")].endswith("| +2 | straddles |")  # +1.0 in [+0.1, +3.0] against +2
@@ -134,3 +137,4 @@ def test_the_report_holds_each_set_to_its_own_criteria(tmp_path):
     assert rows[("yeast", "Macro-F1")].endswith("| +0 | above |")
     assert rows[("yeast", "P@1")].endswith("| - | - |")  # not one of yeast's criteria
     assert rows[("corel5k", "Micro-F1")].endswith("| - | - |")
+    assert rows[("bibtex, `recommended[n_players=5]`", "P@1")].endswith("| +0 | above |")  # another `ours`: named
