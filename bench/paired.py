@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -234,16 +235,16 @@ def section_paired(output: Path) -> list[str]:
              "on Micro- and Macro-F1; on deps at or above it on P@1 and 2 points above on PSP@5. F1 metrics under "
              "the shipped threshold rule. Percent points.",
              ""]
-    rows = []
-    for path in files:
-        out = json.loads(path.read_text())
+    rows, outs = [], [json.loads(path.read_text()) for path in files]
+    shared = Counter(out["dataset"] for out in outs)  # a set compared for several `ours`: name each but the default
+    for out in outs:
         lines.append(f"- {out['dataset']}: `{out.get('command', '')}` ({out['test_rows']} test rows, seeds "
                      f"{', '.join(map(str, out['seeds']))}, {out['resamples']} draws)")
         lines_of = CRITERIA.get(out["dataset"], {})
         for label, key in METRICS:
             b, line = out["best_peer"][key], lines_of.get(key)
-            data = out["dataset"] if out.get("ours", "recommended") == "recommended" else \
-                f"{out['dataset']}, `{out['ours']}`"
+            data = out["dataset"] if shared[out["dataset"]] == 1 or out.get("ours", "recommended") == "recommended" \
+                else f"{out['dataset']}, `{out['ours']}`"
             rows.append([data, label, b["peer_name"], f"{100 * b['ours']:.2f}", f"{100 * b['peer']:.2f}",
                          f"{100 * b['difference']:+.2f}", f"{100 * b['bootstrap_mean']:+.2f}",
                          f"[{100 * b['low']:+.2f}, {100 * b['high']:+.2f}]",

@@ -48,7 +48,8 @@ RUN_FN = "cdgt.pipeline.trainer_module.run_fn"
 # The code each step runs. Its fingerprint goes into the step's custom_config, so a change retrains and nothing
 # else does (TFX's module_file packaging would fingerprint every file of pipeline/, CLI code included).
 TRANSFORM_CODE = ("pipeline/transform_module.py", "cdgt_keras/features.py", "cdgt_keras/text.py",
-                  "cdgt_keras/featurizer.py")
+                  "cdgt_keras/featurizer.py", "cdgt_keras/text_embedding.py", "cdgt_keras/sentence.py",
+                  "cdgt_keras/wordpiece.py")
 TRAINER_CODE = ("cdgt_keras", "serving", "pipeline/trainer_module.py", "pipeline/callbacks.py",
                 "pipeline/plots.py", "pipeline/blessing.py", "pipeline/transform_module.py", "components/trainer.py",
                 "components/label_stats_component.py", "components/label_stats.py", "components/formats/record.py")
