@@ -251,26 +251,26 @@ class TextFeaturizer:
 
     def tensor(self, texts: Any) -> Any:
         """A [B] string tensor -> tf.SparseTensor [B, width] (graph-safe; what serving runs)."""
-        import tensorflow as tf
-
-        terms = self.options.terms(texts)
-        ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
-        weights = tfidf(ids, tf.constant(self.idf), self.options.sublinear_tf)
+        weights = self._tfidf_tensor(texts)
         if not self.options.embedding:
             return weights
         from cdgt_keras.text_embedding import embedding_columns, prepend
 
         return prepend(embedding_columns(self.options, texts), weights)
 
-    def _tfidf_rows(self, texts: np.ndarray, batch_size: int) -> sp.csr_matrix:
-        parts, width = [], len(self.vocabulary)
+    def _tfidf_tensor(self, texts: Any) -> Any:
+        """A [B] string tensor -> tf.SparseTensor [B, len(vocabulary)]: the TF-IDF half of `tensor`."""
         import tensorflow as tf
 
+        terms = self.options.terms(texts)
+        ids = terms.with_flat_values(self.lookup().lookup(terms.flat_values))
+        return tfidf(ids, tf.constant(self.idf), self.options.sublinear_tf)
+
+    def _tfidf_rows(self, texts: np.ndarray, batch_size: int) -> sp.csr_matrix:
+        parts, width = [], len(self.vocabulary)
         for start in range(0, len(texts), batch_size):
             batch = texts[start:start + batch_size]
-            terms = self.options.terms(batch)
-            out = tfidf(terms.with_flat_values(self.lookup().lookup(terms.flat_values)), tf.constant(self.idf),
-                        self.options.sublinear_tf)
+            out = self._tfidf_tensor(batch)
             idx = out.indices.numpy()
             parts.append(sp.csr_matrix((out.values.numpy(), (idx[:, 0], idx[:, 1])),
                                        shape=(len(batch), width), dtype=np.float32))
