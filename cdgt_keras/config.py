@@ -37,6 +37,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail", "head"),
     "wide_payoff": ("joint", "own"),
+    "wide_input": ("features", "embedding"),
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
@@ -157,6 +158,11 @@ class CDGTConfig:
     # linear model, whose errors differ more than those of two parts fitted to one sum.
     wide_payoff: str = "joint"
     wide_weight: float = 0.5
+    # What the wide parts read. "features": every input column. "embedding": the text embedding's columns alone
+    # (`text_embedding`; text data only), so a wide part holds embedding width x |L_i| weights, not vocabulary x
+    # |L_i|: linear one-vs-rest on the embedding beside the deep head, which fits 41k labels where a wide part on
+    # the TF-IDF columns would need about 2 billion weights.
+    wide_input: str = "features"
     # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
     # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).
     prior_bias: bool = False
@@ -335,6 +341,8 @@ class CDGTConfig:
                "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
+        _check(self.wide_input == "features" or bool(self.text_embedding), "wide_input", self.wide_input,
+               "'features' unless text_embedding names an embedding for the wide parts to read")
         _check(
             len(self.player_learning_rates) in (0, self.n_players) and all(r > 0 for r in self.player_learning_rates),
             "player_learning_rates", self.player_learning_rates,

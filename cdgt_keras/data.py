@@ -26,6 +26,8 @@ class MultiLabelData:
     label_names: list[str]
     label_features: sp.csr_matrix | None = None
     ids: list[str] | None = None
+    # the leading feature columns that are a sentence embedding of the text (cdgt_keras.text_embedding; 0: none)
+    embedding_columns: int = 0
 
     @property
     def num_examples(self) -> int:
@@ -45,4 +47,5 @@ class MultiLabelData:
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         ids = None if self.ids is None else [self.ids[i] for i in rows]
-        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names), self.label_features, ids)
+        return MultiLabelData(self.features[rows], self.labels[rows], list(self.label_names), self.label_features, ids,
+                              self.embedding_columns)

@@ -92,13 +92,15 @@ def encoder_optimizer(config: CDGTConfig, num_labels: int | None = None) -> kera
     return LazyAdam(config.encoder_rate(), epsilon=config.optimizer_epsilon(num_labels or 1))
 
 
-def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None, num_train: int = 0) -> Any:
+def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None, num_train: int = 0,
+                    wide_columns: int = 0) -> Any:
     """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`; `memory` (a
     cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes and label centroids when the config asks for them;
-    `num_train`, the training rows behind `label_freq` (needed by `rarity="propensity"`)."""
+    `num_train`, the training rows behind `label_freq` (needed by `rarity="propensity"`); `wide_columns`, the
+    leading input columns its wide parts read (0: all; `wide_columns`)."""
     from cdgt_keras.model import CDGTModel
 
-    model = CDGTModel(config, label_freq, memory, num_train)
+    model = CDGTModel(config, label_freq, memory, num_train, wide_columns)
     model.compile(optimizer=encoder_optimizer(config, int(np.size(label_freq))), jit_compile=False)
     return model
 
@@ -200,6 +202,23 @@ def early_stopping(config: CDGTConfig) -> keras.callbacks.EarlyStopping | None:
                          patience=config.early_stopping_patience, restore_best_weights=True)
 
 
+def wide_columns(config: CDGTConfig, embedding_columns: int) -> int:
+    """The leading input columns the wide parts read, given the input's `embedding_columns` (the text embedding's,
+    cdgt_keras.data.MultiLabelData): 0 (every column) under `wide_input="features"` or without wide parts, the
+    embedding's under `wide_input="embedding"`, which an input without an embedding cannot serve.
+
+        >>> config = CDGTConfig(wide="all", wide_input="embedding", text_embedding="all-MiniLM-L6-v2")
+        >>> wide_columns(config, 384), wide_columns(config.replace(wide_input="features"), 384)
+        (384, 0)
+    """
+    if config.wide == "none" or config.wide_input == "features":
+        return 0
+    if embedding_columns <= 0:
+        raise ValueError("wide_input='embedding': these features have no text embedding columns (text data read "
+                         "with text_embedding set); use wide_input='features' here")
+    return int(embedding_columns)
+
+
 @dataclass
 class FitSetup:
     """What every training road (`cdgt train` and the bench through pipeline/train.py, the TFX Trainer) sets up the
@@ -224,13 +243,15 @@ class FitSetup:
                 *([swap_in] if swap_in else []), *monitors, *stop, *([swap_out] if swap_out else []), *after]
 
 
-def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train: int, memory: Any = None) -> FitSetup:
+def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train: int, memory: Any = None,
+              embedding_columns: int = 0) -> FitSetup:
     """A compiled CDGTModel built for inputs of `width` (every optimizer too, so that a checkpoint can load into
     it), with `early_stopping(config)` and the epoch's steps over `num_train` training rows; `memory` as in
-    build_trainable. Under a distribution strategy, call it inside the strategy's scope."""
+    build_trainable; `embedding_columns`, the input's leading text-embedding columns (`wide_columns`). Under a
+    distribution strategy, call it inside the strategy's scope."""
     from cdgt_keras.averaging import WeightAveraging
 
-    model = build_trainable(config, label_freq, memory, num_train)
+    model = build_trainable(config, label_freq, memory, num_train, wide_columns(config, embedding_columns))
     model.build((None, width))
     steps, epochs = epoch_steps(num_train, config)[1], training_epochs(config, len(label_freq))
     averaging = WeightAveraging(steps * epochs, config.averaging_fraction, config.averaging_every) \

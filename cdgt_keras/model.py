@@ -41,12 +41,14 @@ class CDGTModel(keras.Model):
     returns each player's probabilities over its own labels."""
 
     def __init__(self, config: CDGTConfig | dict[str, Any], label_freq: Any,
-                 memory: nb.MemoryShape | dict[str, int] | None = None, num_train: int = 0, **kwargs: Any):
+                 memory: nb.MemoryShape | dict[str, int] | None = None, num_train: int = 0, wide_columns: int = 0,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         cfg = config if isinstance(config, CDGTConfig) else CDGTConfig.from_dict(config)
         self.cdgt_config = cfg
         self.label_freq = np.asarray(label_freq, dtype=np.float64)
         self.num_train = int(num_train)  # the training rows behind label_freq (the `propensity` rarity needs them)
+        self.wide_columns = int(wide_columns)  # the leading input columns the wide parts read (0: every one)
         self.layout = PlayerLayout.from_frequencies(self.label_freq, cfg.n_players, cfg.overlap)
         self.num_labels = self.layout.num_labels
         act, drop = cfg.activation, cfg.dropout
@@ -136,9 +138,10 @@ class CDGTModel(keras.Model):
                 contexts.append(encoder.compute_output_shape(input_shape))
         for head, shape in zip(self.heads, contexts):
             head.build(shape)
+        wide_shape = (input_shape[0], self.wide_columns) if self.wide_columns else input_shape
         for wide in self.wide:
             if wide is not None:
-                wide.build(input_shape)
+                wide.build(wide_shape)
         self.fusion.build(contexts_shape=contexts)
         for i, optimizer in enumerate(self.player_optimizers):
             if not optimizer.built:
@@ -207,7 +210,18 @@ class CDGTModel(keras.Model):
     def _wide_logits(self, i: int, x: Any) -> tf.Tensor:
         if x is None:
             raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
-        return self.wide_scale[i] * self.wide[i](x)
+        return self.wide_scale[i] * self.wide[i](self.wide_input(x))
+
+    def wide_input(self, x: Any) -> Any:
+        """x as the wide parts read it: whole, or its first `wide_columns` columns (`wide_input="embedding"`: the
+        text embedding's, which come before the TF-IDF's)."""
+        n = self.wide_columns
+        if not n:
+            return x
+        if isinstance(x, tf.SparseTensor):
+            kept = tf.sparse.retain(x, x.indices[:, 1] < n)
+            return tf.SparseTensor(kept.indices, kept.values, tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)]))
+        return x[:, :n]
 
     def wide_loss(self, i: int, x: Any, y: tf.Tensor) -> tf.Tensor:
         """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), else 0: what the wide part
@@ -389,7 +403,7 @@ class CDGTModel(keras.Model):
         remembers = bool(self.memory_layers())
         memory = self.memory.to_dict() if remembers else None
         return {"name": self.name, "config": self.cdgt_config.to_dict(), "label_freq": self.label_freq.tolist(),
-                "memory": memory, "num_train": self.num_train}
+                "memory": memory, "num_train": self.num_train, "wide_columns": self.wide_columns}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CDGTModel:

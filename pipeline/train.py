@@ -60,8 +60,9 @@ def load_features(data_dir: str | Path | None, dataset: str,
     featurizer = Featurizer.fit(manifest["feature_kind"], splits["train"].features, TextOptions.from_config(config),
                                 manifest.get("feature_names"))
     labels = label_features(featurizer, splits["train"].label_names)
+    embedded = featurizer.text.embedding_width if featurizer.kind == "text" else 0
     splits = {name: MultiLabelData(featurizer.transform(data.features), data.labels, data.label_names, labels,
-                                   data.ids) for name, data in splits.items()}
+                                   data.ids, embedded) for name, data in splits.items()}
     return splits, featurizer
 
 

@@ -48,6 +48,7 @@ from cdgt_keras.records import in_id_order
 from cdgt_keras.resume import epoch_batches
 from cdgt_keras.settling import settle
 from cdgt_keras.text import TextOptions
+from cdgt_keras.text_embedding import embedding_width
 from cdgt_keras.thresholds import tuned_thresholds
 
 _SHUFFLE_LIMIT = 200_000  # examples; a larger train split shuffles within a window of this size
@@ -214,7 +215,8 @@ def run_fn(fn_args: Any) -> None:
           f"checkpoints in {ckpt}", flush=True)
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
-                          MemoryShape.for_config(config, *remembered, label_x, centroids) if remembered else None)
+                          MemoryShape.for_config(config, *remembered, label_x, centroids) if remembered else None,
+                          embedding_width(TextOptions.from_config(config)) if kind == "text" else 0)
     model, early, steps, epochs = setup.model, setup.early_stopping, setup.steps, setup.epochs
     start = checkpoint.resume_epoch(model, ckpt, early, epochs, setup.averaging)
     if start:
