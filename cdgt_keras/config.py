@@ -160,8 +160,8 @@ class CDGTConfig:
     wide_weight: float = 0.5
     # What the wide parts read. "features": every input column. "embedding": the text embedding's columns alone
     # (`text_embedding`; text data only), so a wide part holds embedding width x |L_i| weights, not vocabulary x
-    # |L_i|: linear one-vs-rest on the embedding beside the deep head, which fits 41k labels where a wide part on
-    # the TF-IDF columns would need about 2 billion weights.
+    # |L_i|: linear one-vs-rest on the embedding beside the deep head, which fits deps' 18.6k labels where a wide
+    # part on the TF-IDF columns would need about 2 billion weights.
     wide_input: str = "features"
     # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
     # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).
