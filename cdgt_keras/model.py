@@ -96,6 +96,9 @@ class CDGTModel(keras.Model):
         # The tail labels (the report's Rare-F1 labels), which may take memory weights of their own (`tail_memory`)
         tail = head_tail_split(self.label_freq, cfg.head_fraction, cfg.tail_fraction)[1]
         self.tail_mask = tf.constant(np.isin(np.arange(self.num_labels), tail))
+        # Per player, 1 where its wide part scores the label, 0 on the tail labels (`wide_tail=False`; None: all 1)
+        self.wide_mask = [None if cfg.wide_tail else tf.constant(~np.isin(labels, tail), tf.float32)
+                          for labels in self.layout.player_labels]
         epsilon = cfg.optimizer_epsilon(self.num_labels)
         self.player_optimizers = [_player_optimizer(cfg, i, epsilon) for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
@@ -187,10 +190,10 @@ class CDGTModel(keras.Model):
         logits = self._adjusted(i, self.heads[i](context, training=training), training)
         if self.wide[i] is None or (self.cdgt_config.wide_payoff == "own" and training):
             return tf.sigmoid(logits)
-        wide = self._wide_logits(i, x)
+        wide, mask = self._wide_logits(i, x), self.wide_mask[i]
         if self.cdgt_config.wide_payoff == "joint":
-            return tf.sigmoid(logits + wide)
-        weight = self.cdgt_config.wide_weight
+            return tf.sigmoid(logits + (wide if mask is None else wide * mask))
+        weight = self.cdgt_config.wide_weight * (1.0 if mask is None else mask)
         return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(wide)
 
     def fused_probs(self, x: Any, contexts: list[tf.Tensor] | None = None) -> tf.Tensor:

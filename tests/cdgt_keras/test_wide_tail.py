@@ -1,0 +1,75 @@
+"""`wide_tail=False`: a player answers on the tail labels (the `tail_fraction` rarest) with its deep head alone,
+its wide part's logits (`wide_payoff="joint"`) or weight (`"own"`) there being 0; elsewhere nothing changes."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from cdgt_keras.config import CDGTConfig
+from cdgt_keras.model import CDGTModel
+
+FREQ = np.array([0.5, 0.3, 0.2, 0.1])  # tail_fraction 0.2 of 4 labels: label 3, player 2's second label
+
+
+def _model(**fields) -> CDGTModel:
+    keras.utils.set_random_seed(0)
+    config = CDGTConfig(n_players=2, overlap=0.0, encoder_hidden=(4,), head_hidden=(), dropout=0.0, wide="all",
+                        **fields)
+    model = CDGTModel(config, FREQ)
+    model.build((None, 5))
+    for i, part in enumerate(model.wide):
+        part.kernel.assign(np.random.default_rng(i).standard_normal(part.kernel.shape))
+    return model
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _parts(model: CDGTModel, x: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+    context = model.contexts(x)[i]
+    return model.heads[i](context).numpy(), model._wide_logits(i, x).numpy()
+
+
+X = np.random.default_rng(3).uniform(0.1, 1.0, (3, 5)).astype(np.float32)
+
+
+def test_joint_wide_logits_leave_the_tail_labels():
+    model = _model(wide_tail=False)
+    assert model.layout.player_labels[1].tolist() == [2, 3]
+    deep, wide = _parts(model, X, 1)
+    expected = _sigmoid(deep + wide * np.array([1.0, 0.0]))  # hand: label 3 is the tail's
+    context = model.contexts(X)[1]
+    np.testing.assert_allclose(model.player_probs(1, context, X).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(model.player_probs(1, context, X).numpy()[:, 1], _sigmoid(deep[:, 1]), rtol=1e-5)
+    deep0, wide0 = _parts(model, X, 0)  # player 1 owns no tail label: deep + wide everywhere
+    np.testing.assert_allclose(model.player_probs(0, model.contexts(X)[0], X).numpy(), _sigmoid(deep0 + wide0),
+                               rtol=1e-5)
+
+
+def test_by_default_the_wide_parts_score_every_label():
+    model = _model()
+    deep, wide = _parts(model, X, 1)
+    np.testing.assert_allclose(model.player_probs(1, model.contexts(X)[1], X).numpy(), _sigmoid(deep + wide),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("wide_tail", [True, False])
+def test_own_wide_parts_weigh_nothing_on_the_tail_labels(wide_tail):
+    model = _model(wide_tail=wide_tail, wide_payoff="own", wide_weight=0.25)
+    deep, wide = _parts(model, X, 1)
+    assert model.wide[1].bias is not None  # `own` wide parts carry biases, in the logits read above
+    weight = 0.25 * np.array([1.0, 1.0 if wide_tail else 0.0])
+    expected = (1.0 - weight) * _sigmoid(deep) + weight * _sigmoid(wide)
+    np.testing.assert_allclose(model.player_probs(1, model.contexts(X)[1], X).numpy(), expected, rtol=1e-5)
+
+
+def test_the_choice_is_saved_with_the_model(tmp_path):
+    model = _model(wide_tail=False)
+    model.compile(optimizer="adam")
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert loaded.cdgt_config.wide_tail is False
+    np.testing.assert_allclose(np.asarray(loaded(X)), np.asarray(model(X)), rtol=1e-5)
