@@ -165,9 +165,9 @@ class CDGTConfig:
     wide_input: str = "features"
     # Whether the wide parts score the tail labels (the `tail_fraction` rarest, the report's Rare-F1 labels). False:
     # a player answers on those labels with its deep head alone (`joint`: the wide logits there are 0; `own`: the
-    # wide part's weight there is 0, though it still fits its own BCE on them). A linear part on a dense input
-    # (`wide_input="embedding"`) squashes the scores of labels with a handful of positives: on debtags it took the
-    # rare test positives' median score from 0.131 to 0.019.
+    # wide part's weight there is 0, though it still fits its own BCE on them). On debtags with linear parts on the
+    # embedding, joint parts kept off the tail gave its Rare-F1 nothing back; parts of their own kept off it lifted
+    # Rare-F1 by 8-10 points for 0.2-0.6 of P@1 (against the embedding alone).
     wide_tail: bool = True
     # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
     # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).
