@@ -347,8 +347,8 @@ class CDGTConfig:
                "a number in [0, 1]")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
-        _check(self.wide_input == "features" or bool(self.text_embedding), "wide_input", self.wide_input,
-               "'features' unless text_embedding names an embedding for the wide parts to read")
+        _check(self.wide == "none" or self.wide_input == "features" or bool(self.text_embedding), "wide_input",
+               self.wide_input, "'features' unless text_embedding names an embedding for the wide parts to read")
         _check(
             len(self.player_learning_rates) in (0, self.n_players) and all(r > 0 for r in self.player_learning_rates),
             "player_learning_rates", self.player_learning_rates,

@@ -79,6 +79,7 @@ def test_wide_columns_follows_the_config_and_the_data():
         CDGTConfig(wide="all", wide_input="embedding")  # no embedding named
     with pytest.raises(ValueError, match="wide_input"):
         CDGTConfig(wide_input="tfidf")
+    assert CDGTConfig(wide_input="embedding").wide == "none"  # inert without wide parts: accepted
 
 
 def _split(rows: int, seed: int, embedded: int) -> MultiLabelData:
