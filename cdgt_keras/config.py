@@ -36,7 +36,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "early_stopping_metric": ("payoff", "p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_3", "psp_at_5",
                               "ndcg_at_5"),
     "wide": ("none", "all", "tail", "head"),
-    "wide_payoff": ("joint", "own"),
+    "wide_payoff": ("joint", "own", "residual"),
     "wide_input": ("features", "embedding"),
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
@@ -155,7 +155,10 @@ class CDGTConfig:
     # "own": it is a linear predictor of the player's labels of its own (output biases at the labels' prior odds),
     # trained on its own BCE beside the game, which sees the deep head alone; the player then answers with
     # (1 - wide_weight) x the deep head's probability + wide_weight x the wide part's: an ensemble of a deep and a
-    # linear model, whose errors differ more than those of two parts fitted to one sum.
+    # linear model, whose errors differ more than those of two parts fitted to one sum. "residual": the game sees the
+    # deep head alone (as under "own"), and the wide part fits, by BCE, the sum of the deep head's logits (held
+    # fixed) and its own; the player answers with sigmoid(deep + wide): a linear correction of the deep head's
+    # logits that sends no gradient to the deep head or the encoder.
     wide_payoff: str = "joint"
     wide_weight: float = 0.5
     # What the wide parts read. "features": every input column. "embedding": the text embedding's columns alone
@@ -164,10 +167,10 @@ class CDGTConfig:
     # part on the TF-IDF columns would need about 2 billion weights.
     wide_input: str = "features"
     # Whether the wide parts score the tail labels (the `tail_fraction` rarest, the report's Rare-F1 labels). False:
-    # a player answers on those labels with its deep head alone (`joint`: the wide logits there are 0; `own`: the
-    # wide part's weight there is 0, though it still fits its own BCE on them). On debtags with linear parts on the
-    # embedding, joint parts kept off the tail gave its Rare-F1 nothing back; parts of their own kept off it lifted
-    # Rare-F1 by 8-10 points for 0.2-0.6 of P@1 (against the embedding alone).
+    # a player answers on those labels with its deep head alone (`joint`, `residual`: the wide logits there are 0;
+    # `own`: the wide part's weight there is 0, though it still fits its own BCE on them). On debtags with linear
+    # parts on the embedding, joint parts kept off the tail gave its Rare-F1 nothing back; parts of their own kept
+    # off it lifted Rare-F1 by 8-10 points for 0.2-0.6 of P@1 (against the embedding alone).
     wide_tail: bool = True
     # Output biases start at each label's log prior odds log(freq / (1 - freq)) instead of 0, so the first steps do
     # not push every label's weights down at once (a label seen in 0.1 % of documents starts at p = 0.001, not 0.5).

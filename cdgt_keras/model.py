@@ -64,7 +64,7 @@ class CDGTModel(keras.Model):
         self.heads = [MLP(cfg.head_hidden, activation=act, dropout=drop, output_units=int(labels.size),
                           output_bias=bias[labels], training_precision=cfg.head_precision, name=f"player{i + 1}_head")
                       for i, labels in enumerate(self.layout.player_labels)]
-        own = cfg.wide_payoff == "own"
+        own = cfg.wide_payoff == "own"  # a bias of its own; "residual" adds to the deep head's, which has one
         self.wide = [SparseDense(int(labels.size), use_bias=own, kernel_initializer="zeros",
                                  bias_initializer=keras.initializers.Constant(odds[labels]),
                                  name=f"player{i + 1}_wide") if _is_wide(cfg, i) else None
@@ -184,14 +184,15 @@ class CDGTModel(keras.Model):
     def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False) -> tf.Tensor:
         """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|]; with
         `wide_payoff="own"`, the deep head's probability in training (the game's) and the weighted mean of the
-        deep and the wide probabilities otherwise (what the player answers).
+        deep and the wide probabilities otherwise (what the player answers); with `"residual"`, the deep head's
+        probability in training and sigmoid(deep + wide) otherwise.
 
         In training the logits carry the logit adjustment tau * log(freq) (0 unless `logit_adjustment`)."""
         logits = self._adjusted(i, self.heads[i](context, training=training), training)
-        if self.wide[i] is None or (self.cdgt_config.wide_payoff == "own" and training):
+        if self.wide[i] is None or (self.cdgt_config.wide_payoff != "joint" and training):
             return tf.sigmoid(logits)
         wide, mask = self._wide_logits(i, x), self.wide_mask[i]
-        if self.cdgt_config.wide_payoff == "joint":
+        if self.cdgt_config.wide_payoff != "own":
             return tf.sigmoid(logits + (wide if mask is None else wide * mask))
         weight = self.cdgt_config.wide_weight * (1.0 if mask is None else mask)
         return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(wide)
@@ -226,12 +227,20 @@ class CDGTModel(keras.Model):
             return tf.SparseTensor(kept.indices, kept.values, tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)]))
         return x[:, :n]
 
-    def wide_loss(self, i: int, x: Any, y: tf.Tensor) -> tf.Tensor:
-        """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), else 0: what the wide part
-        minimises beside the player's J_i (the two share no variable, so each part follows its own objective)."""
-        if self.wide[i] is None or self.cdgt_config.wide_payoff != "own":
+    def wide_loss(self, i: int, x: Any, y: tf.Tensor, context: Any = None) -> tf.Tensor:
+        """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), or of the deep head's logits
+        (`context`: the features player i reads; held fixed) plus the wide part's (`"residual"`); 0 under
+        `"joint"`: what the wide part minimises beside the player's J_i (the two share no variable, so each part
+        follows its own objective)."""
+        payoff = self.cdgt_config.wide_payoff
+        if self.wide[i] is None or payoff == "joint":
             return tf.constant(0.0)
-        probs = tf.sigmoid(self._adjusted(i, self._wide_logits(i, x), True))
+        logits = self._wide_logits(i, x)
+        if payoff == "residual":
+            mask = self.wide_mask[i]
+            deep = tf.stop_gradient(self.heads[i](context, training=True))
+            logits = deep + (logits if mask is None else logits * mask)
+        probs = tf.sigmoid(self._adjusted(i, logits, True))
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 

@@ -105,7 +105,8 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor, sparse_y: tf.SparseTenso
                     live[i] = model.player_probs(i, ctx[i], x, training=True)
                 own_y = y if sparse_y is None or model.turns is None else sparse_y
                 objective = model.turn_objective(i, own_y, live, ctx, beta, reran=True)
-            loss = (model.wide_loss(i, x, y) - objective) * scale
+            read = fixed_ctx[i] if reuse and i == 0 and model.turns is None else ctx[i]  # what player i read
+            loss = (model.wide_loss(i, x, y, read) - objective) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
         if i < n - 1:  # later players see player i's new parameters (where they read it: `rerun_probs`)
@@ -123,8 +124,8 @@ def simultaneous_gradients(model: CDGTModel, x: Any, y: tf.Tensor) -> tuple[list
     with tf.GradientTape(persistent=True) as tape:
         contexts = model.contexts(x, training=True)
         probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
-        players_loss = tf.add_n([model.wide_loss(i, x, y) - model.turn_objective(i, y, probs, contexts, beta)
-                                 for i in range(n)]) * scale
+        players_loss = tf.add_n([model.wide_loss(i, x, y, contexts[i])
+                                 - model.turn_objective(i, y, probs, contexts, beta) for i in range(n)]) * scale
         terms = model.game(y, probs, contexts, beta)
         shared_loss = -terms.potential * scale
     groups = [model.player_variables(i) for i in range(n)]
@@ -157,7 +158,7 @@ def player_gradients(model: CDGTModel, x: Any, y: tf.Tensor, training: bool = Fa
         with tf.GradientTape() as tape:
             contexts = model.contexts(x, training=training)
             probs = [model.player_probs(j, c, x, training=training) for j, c in enumerate(contexts)]
-            value = model.player_objective(i, y, probs, contexts, beta) - model.wide_loss(i, x, y)
+            value = model.player_objective(i, y, probs, contexts, beta) - model.wide_loss(i, x, y, contexts[i])
         out.append(tape.gradient(value, model.player_variables(i)))
     return out
 

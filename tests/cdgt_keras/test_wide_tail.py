@@ -1,14 +1,21 @@
 """`wide_tail=False`: a player answers on the tail labels (the `tail_fraction` rarest) with its deep head alone,
-its wide part's logits (`wide_payoff="joint"`) or weight (`"own"`) there being 0; elsewhere nothing changes."""
+its wide part's logits (`wide_payoff="joint"`, `"residual"`) or weight (`"own"`) there being 0; elsewhere nothing
+changes. `wide_payoff="residual"`: the game sees the deep heads alone; a wide part fits, by BCE, the deep head's
+logits (held fixed) plus its own, sends no gradient to the deep head or the encoder, and the player answers with
+sigmoid(deep + wide)."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 import pytest
+import scipy.sparse as sp
+import tensorflow as tf
 
 from cdgt_keras.config import CDGTConfig
+from cdgt_keras.data import MultiLabelData
 from cdgt_keras.model import CDGTModel
+from cdgt_keras.training import fit_model
 
 FREQ = np.array([0.5, 0.3, 0.2, 0.1])  # tail_fraction 0.2 of 4 labels: label 3, player 2's second label
 
@@ -34,6 +41,7 @@ def _parts(model: CDGTModel, x: np.ndarray, i: int) -> tuple[np.ndarray, np.ndar
 
 
 X = np.random.default_rng(3).uniform(0.1, 1.0, (3, 5)).astype(np.float32)
+Y = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 0, 1]], np.float32)
 
 
 def test_joint_wide_logits_leave_the_tail_labels():
@@ -73,3 +81,48 @@ def test_the_choice_is_saved_with_the_model(tmp_path):
     loaded = keras.models.load_model(tmp_path / "m.keras")
     assert loaded.cdgt_config.wide_tail is False
     np.testing.assert_allclose(np.asarray(loaded(X)), np.asarray(model(X)), rtol=1e-5)
+
+
+def test_residual_answers_add_the_wide_logits_and_training_sees_the_deep_head():
+    model = _model(wide_payoff="residual", wide_tail=False)
+    assert model.wide[1].bias is None  # the deep head's bias serves both
+    context = model.contexts(X)[1]
+    deep, wide = model.heads[1](context).numpy(), model._wide_logits(1, X).numpy()
+    served = model.player_probs(1, context, X).numpy()
+    np.testing.assert_allclose(served, _sigmoid(deep + wide * np.array([1.0, 0.0])), rtol=1e-5)  # label 3: deep
+    np.testing.assert_allclose(model.player_probs(1, context, X, training=True).numpy(), _sigmoid(deep), rtol=1e-5)
+
+
+def test_the_residual_loss_is_the_bce_of_the_sum_and_moves_the_wide_part_alone():
+    model = _model(wide_payoff="residual")
+    context = model.contexts(X)[1]
+    deep, wide = model.heads[1](context).numpy(), model._wide_logits(1, X).numpy()
+    p = _sigmoid(deep + wide)
+    y = Y[:, [2, 3]]  # player 2's labels
+    expected = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))  # hand-computed BCE
+    with tf.GradientTape() as tape:
+        contexts = model.contexts(X, training=True)
+        loss = model.wide_loss(1, X, tf.constant(Y), contexts[1])
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-4)
+    deep_variables = model.heads[1].trainable_variables + model.shared_encoder.trainable_variables
+    grads = tape.gradient(loss, [*deep_variables, model.wide[1].kernel])
+    assert all(g is None or not np.any(g.numpy()) for g in grads[:-1])  # nothing reaches the deep parts
+    assert np.any(grads[-1].numpy())
+
+
+def test_a_residual_model_trains_and_is_saved(tmp_path):
+    rng = np.random.default_rng(0)
+
+    def split(rows: int) -> MultiLabelData:
+        x = sp.csr_matrix(rng.uniform(0, 1, (rows, 6)) * (rng.uniform(0, 1, (rows, 6)) < 0.6), dtype=np.float32)
+        return MultiLabelData(x, sp.csr_matrix((rng.uniform(0, 1, (rows, 4)) < 0.4).astype(np.uint8)),
+                              ["a", "b", "c", "d"])
+
+    config = CDGTConfig(n_players=2, encoder_hidden=(4,), head_hidden=(), epochs=2, batch_size=8, wide="all",
+                        wide_payoff="residual", wide_learning_rate=0.02)
+    model, _, _ = fit_model(config, split(32), split(16))
+    assert any(np.any(part.kernel.numpy()) for part in model.wide)  # the wide parts learned
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    x = split(4).features.toarray()
+    np.testing.assert_allclose(np.asarray(loaded(x)), np.asarray(model(x)), rtol=1e-5)
