@@ -94,7 +94,7 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor, sparse_y: tf.SparseTenso
         tape = first if reuse else tf.GradientTape()
         with tape:
             if reuse and i == 0 and model.turns is None:  # nothing has moved since the first pass: J_1 is its own
-                objective = terms.objective[0]
+                objective, read = terms.objective[0], fixed_ctx[i]  # read: what player i read
             else:
                 ctx = list(fixed_ctx)
                 live = list(probs)
@@ -104,8 +104,7 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor, sparse_y: tf.SparseTenso
                     ctx[i] = own_context(i)
                     live[i] = model.player_probs(i, ctx[i], x, training=True)
                 own_y = y if sparse_y is None or model.turns is None else sparse_y
-                objective = model.turn_objective(i, own_y, live, ctx, beta, reran=True)
-            read = fixed_ctx[i] if reuse and i == 0 and model.turns is None else ctx[i]  # what player i read
+                objective, read = model.turn_objective(i, own_y, live, ctx, beta, reran=True), ctx[i]
             loss = (model.wide_loss(i, x, y, read) - objective) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
