@@ -191,11 +191,11 @@ class CDGTModel(keras.Model):
         logits = self._adjusted(i, self.heads[i](context, training=training), training)
         if self.wide[i] is None or (self.cdgt_config.wide_payoff != "joint" and training):
             return tf.sigmoid(logits)
-        wide, mask = self._wide_logits(i, x), self.wide_mask[i]
         if self.cdgt_config.wide_payoff != "own":
-            return tf.sigmoid(logits + (wide if mask is None else wide * mask))
+            return tf.sigmoid(logits + self._wide_logits(i, x, masked=True))
+        mask = self.wide_mask[i]
         weight = self.cdgt_config.wide_weight * (1.0 if mask is None else mask)
-        return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(wide)
+        return (1.0 - weight) * tf.sigmoid(logits) + weight * tf.sigmoid(self._wide_logits(i, x))
 
     def fused_probs(self, x: Any, contexts: list[tf.Tensor] | None = None) -> tf.Tensor:
         """p_hat [B, L], the players' fused answer to `x` without the memories: the model's answer while every
@@ -211,10 +211,14 @@ class CDGTModel(keras.Model):
             return logits + self.logit_shift[i]
         return logits
 
-    def _wide_logits(self, i: int, x: Any) -> tf.Tensor:
+    def _wide_logits(self, i: int, x: Any, masked: bool = False) -> tf.Tensor:
+        """Player i's wide logits [B, |L_i|]; `masked`: 0 on the labels the wide part is kept off
+        (`wide_tail=False`), as they enter a sum with the deep logits."""
         if x is None:
             raise ValueError(f"player {i + 1} is wide: player_probs needs the model input x")
-        return self.wide_scale[i] * self.wide[i](self.wide_input(x))
+        logits = self.wide_scale[i] * self.wide[i](self.wide_input(x))
+        mask = self.wide_mask[i]
+        return logits if not masked or mask is None else logits * mask
 
     def wide_input(self, x: Any) -> Any:
         """x as the wide parts read it: whole, or its first `wide_columns` columns (`wide_input="embedding"`: the
@@ -235,11 +239,9 @@ class CDGTModel(keras.Model):
         payoff = self.cdgt_config.wide_payoff
         if self.wide[i] is None or payoff == "joint":
             return tf.constant(0.0)
-        logits = self._wide_logits(i, x)
+        logits = self._wide_logits(i, x, masked=payoff == "residual")
         if payoff == "residual":
-            mask = self.wide_mask[i]
-            deep = tf.stop_gradient(self.heads[i](context, training=True))
-            logits = deep + (logits if mask is None else logits * mask)
+            logits = tf.stop_gradient(self.heads[i](context, training=True)) + logits
         probs = tf.sigmoid(self._adjusted(i, logits, True))
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
