@@ -239,6 +239,10 @@ class CDGTConfig:
     # validation P@1 and P@5 within `tail_memory_slack` of the shared weights' (a fraction: 0.001 = 0.1 points).
     tail_memory: str = "shared"
     tail_memory_slack: float = 0.001
+    # The folds of the tail's validation Rare-F1: 1, scored at thresholds tuned on the same validation rows (as
+    # the evaluation tunes them); k > 1, cross-fitted: each fold's tail decisions at thresholds tuned on the other
+    # folds (a few dozen tail positives otherwise fit their own thresholds).
+    tail_memory_folds: int = 1
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0
@@ -348,6 +352,7 @@ class CDGTConfig:
                "a number in [0, 1]")
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
+        _check(self.tail_memory_folds >= 1, "tail_memory_folds", self.tail_memory_folds, "an integer >= 1")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(self.wide == "none" or self.wide_input == "features" or bool(self.text_embedding), "wide_input",

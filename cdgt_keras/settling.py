@@ -246,7 +246,7 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
     if tail.size == 0 or tail.size == model.num_labels:
         return None
     shared = [float(layer.weight.numpy()) for layer in layers]
-    view = TailView.of(scores, shared, tail)
+    view = TailView.of(scores, shared, tail, folds=config.tail_memory_folds)
     choice = tune_tail(view, [list(g) for g in grids], config_rule(config), config.tail_memory_slack, shared)
     for layer, w in zip(layers, choice.weights or [-1.0] * len(layers)):
         layer.tail_weight.assign(w)

@@ -13,7 +13,11 @@ validation P@1 and P@5 (every label, the tail's columns blended with the candida
 shared weights' (P@1 too: with a handful of labels, as emotions' six, P@5 hardly moves while P@1 can fall); the
 thresholds behind Rare-F1 are tuned by the config's rule on every label (the others' columns
 with the shared weights), as the evaluation tunes them. The shared weights stay unless the tail's own beat them
-on validation Rare-F1. Only the tail's columns are held ([n, T] per layer), so a large label space holds no
+on validation Rare-F1. With `folds` > 1 (`tail_memory_folds`) that Rare-F1 is cross-fitted: validation's rows are
+dealt into folds (row i to fold i mod folds), each fold's tail decisions are made at the thresholds the rule tunes on
+the other folds, and the folds' counts are summed. A tail of a few dozen validation positives is otherwise scored at
+thresholds fitted to those very positives, which rewards the weights that let the thresholds fit them.
+Only the tail's columns are held ([n, T] per layer), so a large label space holds no
 [n, L] matrix beyond a chunk.
 
 Example (two documents, label 1 the tail; the votes find its positive, the model's own answer does not):
@@ -68,7 +72,7 @@ def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[f
 class TailView:
     """What the tail's tuning needs of validation: the tail's columns of the model's own scores and of each
     layer's ([n, T] each), their truth, and of the other labels, under the shared weights, each row's k best
-    scores in order (and whether each is a positive) and their threshold counts."""
+    scores in order (and whether each is a positive) and their threshold counts, one per fold (`fold`: each row's)."""
 
     tail: np.ndarray
     bare: np.ndarray
@@ -76,15 +80,20 @@ class TailView:
     truth: sp.csr_matrix
     rest_top: np.ndarray
     rest_hits: np.ndarray
-    rest_counts: ThresholdCounts
+    rest_counts: list[ThresholdCounts]
     k: int
+    fold: np.ndarray
 
     @classmethod
     def of(cls, chunks: Chunks, shared: Sequence[float], tail: np.ndarray, k: int = 5,
-           grid: np.ndarray | None = None) -> TailView:
-        """Read validation's chunks (the model's own scores [rows, L], each layer's [rows, L], labels) once."""
+           grid: np.ndarray | None = None, folds: int = 1) -> TailView:
+        """Read validation's chunks (the model's own scores [rows, L], each layer's [rows, L], labels) once; the
+        other labels' threshold counts are kept per fold (row i in fold i mod `folds`)."""
+        if folds < 1:
+            raise ValueError(f"folds must be an integer >= 1, got {folds!r}")
         bare, parts, truth, tops, hits = [], [], [], [], []
-        counts: ThresholdCounts | None = None
+        counts: list[ThresholdCounts] = []
+        seen = 0
         for scores, layer_scores, labels in chunks():
             labels = sp.csr_matrix(labels)
             rest = np.setdiff1d(np.arange(scores.shape[1]), tail)
@@ -96,10 +105,15 @@ class TailView:
             top, hit = _top(shared_scores, rest_truth, k)
             tops.append(top)
             hits.append(hit)
-            counts = counts or ThresholdCounts(rest.size, grid)
-            counts.add(shared_scores, rest_truth)
+            counts = counts or [ThresholdCounts(rest.size, grid) for _ in range(folds)]
+            fold = (seen + np.arange(scores.shape[0])) % folds
+            for f, fold_counts in enumerate(counts):
+                if (fold == f).any():
+                    fold_counts.add(shared_scores[fold == f], rest_truth[fold == f])
+            seen += scores.shape[0]
         return cls(np.asarray(tail), np.concatenate(bare), [np.concatenate(p) for p in zip(*parts)],
-                   sp.vstack(truth, format="csr"), np.concatenate(tops), np.concatenate(hits), counts, k)
+                   sp.vstack(truth, format="csr"), np.concatenate(tops), np.concatenate(hits), counts, k,
+                   np.arange(seen) % folds)
 
     def scores(self, weights: Sequence[float]) -> np.ndarray:
         """The tail's columns [n, T] under `weights` (one per layer)."""
@@ -122,19 +136,39 @@ class TailView:
         return {k: self.precision(tail_scores, k) for k in GUARDED if k <= self.k}
 
     def rare_f1(self, tail_scores: np.ndarray, rule: dict) -> float:
-        """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation)."""
-        tail_counts = ThresholdCounts(self.tail.size, self.rest_counts.grid)
-        tail_counts.add(tail_scores, self.truth)
-        both = ThresholdCounts(self.rest_counts.num_labels + self.tail.size, self.rest_counts.grid)
-        for name in ("predicted", "true_pos"):
-            setattr(both, name, np.concatenate([getattr(self.rest_counts, name), getattr(tail_counts, name)]))
-        both.positives = np.concatenate([self.rest_counts.positives, tail_counts.positives])
-        taus = both.thresholds(**rule)[self.rest_counts.num_labels:]
-        at = np.searchsorted(both.grid, taus.astype(np.float64))
-        rows = np.arange(self.tail.size)
-        tp, predicted = tail_counts.true_pos[rows, at].sum(), tail_counts.predicted[rows, at].sum()
-        denom = tail_counts.positives.sum() + predicted
+        """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation): in-sample with
+        one fold, each fold's decisions at the thresholds tuned on the other folds with more."""
+        folds = len(self.rest_counts)
+        tail_counts = [self._tail_counts(tail_scores, f) for f in range(folds)]
+        tp = predicted = positives = 0
+        for f in range(folds):
+            tuned_on = [g for g in range(folds) if g != f] or [f]
+            taus = _joined([self.rest_counts[g] for g in tuned_on], [tail_counts[g] for g in tuned_on]).thresholds(
+                **rule)[self.rest_counts[f].num_labels:]
+            scored = tail_counts[f]
+            at = np.searchsorted(scored.grid, taus.astype(np.float64))
+            rows = np.arange(self.tail.size)
+            tp += scored.true_pos[rows, at].sum()
+            predicted += scored.predicted[rows, at].sum()
+            positives += scored.positives.sum()
+        denom = positives + predicted
         return float(2.0 * tp / denom) if denom > 0 else 0.0
+
+    def _tail_counts(self, tail_scores: np.ndarray, fold: int) -> ThresholdCounts:
+        """The tail's threshold counts over one fold's rows."""
+        rows = self.fold == fold
+        counts = ThresholdCounts(self.tail.size, self.rest_counts[fold].grid)
+        if rows.any():
+            counts.add(tail_scores[rows], self.truth[rows])
+        return counts
+
+
+def _joined(rest: Sequence[ThresholdCounts], tail: Sequence[ThresholdCounts]) -> ThresholdCounts:
+    """Every label's counts (the other labels', then the tail's) summed over the given folds."""
+    both = ThresholdCounts(rest[0].num_labels + tail[0].num_labels, rest[0].grid)
+    for name in ("predicted", "true_pos", "positives"):
+        setattr(both, name, np.concatenate([sum(getattr(c, name) for c in rest), sum(getattr(c, name) for c in tail)]))
+    return both
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,27 @@ def test_the_views_figures_equal_independent_computations():
         assert view.rare_f1(scores, RULE) == pytest.approx(rare_f1(truth, decisions, tail), abs=1e-12)
 
 
+@pytest.mark.parametrize("folds", [2, 3])
+def test_cross_fitted_rare_f1_equals_each_folds_decisions_at_the_other_folds_thresholds(folds):
+    """`folds` > 1: row i is in fold i mod folds (across chunks of 25 rows), and each fold's decisions are made at
+    the thresholds tuned on every other row; Rare-F1 over the stacked decisions."""
+    bare, parts, truth, tail = _validation(seed=4)
+    shared = [0.3, 0.1]
+    view = TailView.of(_chunks(bare, parts, truth), shared, tail, folds=folds)
+    fold = np.arange(bare.shape[0]) % folds
+    for tail_weights in ([0.0, 0.0], [0.0, 0.7], [0.5, 0.9]):
+        full = _full(bare, parts, shared, tail, tail_weights)
+        decisions = np.zeros(full.shape, np.uint8)
+        for f in range(folds):
+            taus = tune_thresholds(full[fold != f], truth[fold != f], **RULE)
+            decisions[fold == f] = apply_thresholds(full[fold == f], taus)
+        want = rare_f1(truth, decisions, tail)
+        assert view.rare_f1(view.scores(tail_weights), RULE) == pytest.approx(want, abs=1e-12)
+    in_sample = TailView.of(_chunks(bare, parts, truth), shared, tail)
+    scores = in_sample.scores([0.0, 0.0])  # the model alone: its tail's thresholds fit in-sample, not across folds
+    assert in_sample.rare_f1(scores, RULE) > view.rare_f1(scores, RULE)
+
+
 def test_the_search_picks_the_best_rare_f1_coordinate_by_coordinate_within_the_guard():
     bare, parts, truth, tail = _validation(seed=1)
     shared, grids, slack = [0.2, 0.0], [(0.0, 0.3, 0.6, 0.9), (0.0, 0.5, 1.0)], 0.01
@@ -163,3 +184,7 @@ def test_tail_memory_options_are_checked():
         CDGTConfig(tail_memory="mine")
     with pytest.raises(ValueError, match="tail_memory_slack"):
         CDGTConfig(tail_memory_slack=-0.1)
+    with pytest.raises(ValueError, match="tail_memory_folds"):
+        CDGTConfig(tail_memory_folds=0)
+    with pytest.raises(ValueError, match="folds"):
+        TailView.of(lambda: [], [0.0], tail=np.array([0]), folds=0)
