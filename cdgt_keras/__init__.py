@@ -41,6 +41,7 @@ _LAZY = {
     "WeightAveraging": "cdgt_keras.averaging",
     "TailView": "cdgt_keras.tail_memory",
     "tune_tail": "cdgt_keras.tail_memory",
+    "tune_tail_fold_mean": "cdgt_keras.tail_memory",
     "report": "cdgt_keras.metrics",
     "format_report": "cdgt_keras.metrics",
 }

@@ -40,6 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "wide_input": ("features", "embedding"),
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
+    "tail_memory_pick": ("search", "fold_mean"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
     "memory_tuning_metric": ("p_at_k", "psp_at_k", "p_then_psp_at_k"),
 }
@@ -243,6 +244,10 @@ class CDGTConfig:
     # the evaluation tunes them); k > 1, cross-fitted: each fold's tail decisions at thresholds tuned on the other
     # folds (a few dozen tail positives otherwise fit their own thresholds).
     tail_memory_folds: int = 1
+    # How the tail's weights are picked: "search", the coordinate search on all of validation; "fold_mean", that
+    # search once per fold on validation without the fold, the weights the mean of the picks (needs
+    # tail_memory_folds >= 2; each search scores its rows in-sample).
+    tail_memory_pick: str = "search"
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0
@@ -353,6 +358,8 @@ class CDGTConfig:
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
         _check(self.tail_memory_folds >= 1, "tail_memory_folds", self.tail_memory_folds, "an integer >= 1")
+        _check(self.tail_memory_pick != "fold_mean" or self.tail_memory_folds >= 2, "tail_memory_folds",
+               self.tail_memory_folds, "an integer >= 2 with tail_memory_pick='fold_mean'")
         _check(self.wide_learning_rate >= 0.0, "wide_learning_rate", self.wide_learning_rate, "a number >= 0")
         _check(0.0 <= self.wide_weight <= 1.0, "wide_weight", self.wide_weight, "a number in [0, 1]")
         _check(self.wide == "none" or self.wide_input == "features" or bool(self.text_embedding), "wide_input",

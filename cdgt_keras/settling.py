@@ -239,7 +239,7 @@ def _table_scores(score: Callable[[Any, int], np.ndarray], val_x: Any, rows: int
 def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable[float]]) -> Any:
     """Give the tail labels their own memory weights where validation Rare-F1 says so (cdgt_keras.tail_memory);
     returns the `TailChoice`, also kept as `model.tail_choice`."""
-    from cdgt_keras.tail_memory import TailView, tune_tail
+    from cdgt_keras.tail_memory import TailView, tune_tail, tune_tail_fold_mean
     from cdgt_keras.thresholds import config_rule
 
     config, tail = model.cdgt_config, np.flatnonzero(model.tail_mask.numpy())
@@ -247,7 +247,8 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
         return None
     shared = [float(layer.weight.numpy()) for layer in layers]
     view = TailView.of(scores, shared, tail, folds=config.tail_memory_folds)
-    choice = tune_tail(view, [list(g) for g in grids], config_rule(config), config.tail_memory_slack, shared)
+    pick = tune_tail_fold_mean if config.tail_memory_pick == "fold_mean" else tune_tail
+    choice = pick(view, [list(g) for g in grids], config_rule(config), config.tail_memory_slack, shared)
     for layer, w in zip(layers, choice.weights or [-1.0] * len(layers)):
         layer.tail_weight.assign(w)
     model.tail_choice = choice

@@ -154,6 +154,13 @@ class TailView:
         denom = positives + predicted
         return float(2.0 * tp / denom) if denom > 0 else 0.0
 
+    def without(self, fold: int) -> TailView:
+        """The view of validation without one fold's rows, as one fold (its Rare-F1 in-sample on those rows)."""
+        keep = self.fold != fold
+        rest = _summed([c for f, c in enumerate(self.rest_counts) if f != fold])
+        return TailView(self.tail, self.bare[keep], [p[keep] for p in self.parts], self.truth[keep],
+                        self.rest_top[keep], self.rest_hits[keep], [rest], self.k, np.zeros(int(keep.sum()), int))
+
     def _tail_counts(self, tail_scores: np.ndarray, fold: int) -> ThresholdCounts:
         """The tail's threshold counts over one fold's rows."""
         rows = self.fold == fold
@@ -161,6 +168,14 @@ class TailView:
         if rows.any():
             counts.add(tail_scores[rows], self.truth[rows])
         return counts
+
+
+def _summed(counts: Sequence[ThresholdCounts]) -> ThresholdCounts:
+    """The same labels' counts summed over folds."""
+    total = ThresholdCounts(counts[0].num_labels, counts[0].grid)
+    for name in ("predicted", "true_pos", "positives"):
+        setattr(total, name, sum(getattr(c, name) for c in counts))
+    return total
 
 
 def _joined(rest: Sequence[ThresholdCounts], tail: Sequence[ThresholdCounts]) -> ThresholdCounts:
@@ -186,11 +201,7 @@ def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slac
               shared: Sequence[float] | None = None) -> TailChoice:
     """The coordinate search of the module docstring; `shared`: the layers' shared weights (default 0 each)."""
     shared = list(shared) if shared is not None else [0.0] * len(grids)
-    base_scores = view.scores(shared)
-    base_p, base_f1 = view.precisions(base_scores), view.rare_f1(base_scores, rule)
-
-    def allowed(scores: np.ndarray) -> bool:
-        return all(p >= base_p[k] - slack for k, p in view.precisions(scores).items())
+    base_p, base_f1, allowed = _guard(view, shared, rule, slack)
 
     weights = [0.0] * len(grids)
     for i, grid in enumerate(grids):
@@ -205,9 +216,45 @@ def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slac
                 best = (key, w)
         if best is not None:
             weights[i] = best[1]
+    return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: f1 > base_f1)
+
+
+def tune_tail_fold_mean(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slack: float,
+                        shared: Sequence[float] | None = None) -> TailChoice:
+    """`tail_memory_pick="fold_mean"`: the search of `tune_tail` once per fold on validation without that fold,
+    and the tail's weights the mean of the picks (the shared weights where a pick kept them): a pick made on a few
+    dozen tail positives varies with which rows it saw, the mean of several varies less. The mean stays if it
+    keeps validation P@1 and P@5 within `slack` (all of validation) and some pick was the tail's own."""
+    folds = len(view.rest_counts)
+    if folds < 2:
+        raise ValueError(f"the fold mean needs at least 2 folds of validation, got {folds}")
+    shared = list(shared) if shared is not None else [0.0] * len(grids)
+    picks = [tune_tail(view.without(f), grids, rule, slack, shared).weights for f in range(folds)]
+    weights = [float(w) for w in np.mean([p or shared for p in picks], axis=0)]
+    base_p, base_f1, allowed = _guard(view, shared, rule, slack)
+
+    return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: any(p is not None for p in picks))
+
+
+def _guard(view: TailView, shared: list[float], rule: dict, slack: float
+           ) -> tuple[dict[int, float], float, Callable[[np.ndarray], bool]]:
+    """The shared weights' validation P@k and Rare-F1, and the guard: whether tail scores keep every P@k within
+    `slack` of the shared weights'."""
+    base_scores = view.scores(shared)
+    base_p = view.precisions(base_scores)
+
+    def allowed(scores: np.ndarray) -> bool:
+        return all(p >= base_p[k] - slack for k, p in view.precisions(scores).items())
+
+    return base_p, view.rare_f1(base_scores, rule), allowed
+
+
+def _choice(view: TailView, weights: list[float], rule: dict, allowed: Callable[[np.ndarray], bool],
+            base_p: dict[int, float], base_f1: float, better: Callable[[float], bool]) -> TailChoice:
+    """The TailChoice of `weights`: kept if allowed and `better` (of their validation Rare-F1)."""
     scores = view.scores(weights)
     f1 = view.rare_f1(scores, rule)
-    keep = allowed(scores) and f1 > base_f1
+    keep = allowed(scores) and better(f1)
     return TailChoice(weights if keep else None, f1, base_f1, view.precisions(scores), base_p)
 
 

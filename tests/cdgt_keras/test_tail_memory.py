@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import precision_at_k, rare_f1
-from cdgt_keras.tail_memory import TailView, blend_all, tune_tail
+from cdgt_keras.tail_memory import TailView, blend_all, tune_tail, tune_tail_fold_mean
 from cdgt_keras.thresholds import apply_thresholds, tune_thresholds
 
 RULE = {"mode": "shrunk", "prior_positives": 10.0}
@@ -75,6 +75,33 @@ def test_cross_fitted_rare_f1_equals_each_folds_decisions_at_the_other_folds_thr
     in_sample = TailView.of(_chunks(bare, parts, truth), shared, tail)
     scores = in_sample.scores([0.0, 0.0])  # the model alone: its tail's thresholds fit in-sample, not across folds
     assert in_sample.rare_f1(scores, RULE) > view.rare_f1(scores, RULE)
+
+
+def test_a_view_without_a_fold_gives_the_figures_of_the_other_rows():
+    bare, parts, truth, tail = _validation(seed=5)
+    shared, folds = [0.3, 0.1], 3
+    view = TailView.of(_chunks(bare, parts, truth), shared, tail, folds=folds)
+    for f in range(folds):
+        keep = np.arange(bare.shape[0]) % folds != f
+        alone = TailView.of(_chunks(bare[keep], [p[keep] for p in parts], truth[keep]), shared, tail)
+        part = view.without(f)
+        for tail_weights in ([0.0, 0.0], [0.5, 0.9]):
+            scores = part.scores(tail_weights)
+            np.testing.assert_array_equal(scores, alone.scores(tail_weights))
+            assert part.precisions(scores) == alone.precisions(scores)
+            assert part.rare_f1(scores, RULE) == alone.rare_f1(scores, RULE)
+
+
+def test_the_fold_mean_is_the_mean_of_each_folds_pick_and_keeps_the_guard():
+    bare, parts, truth, tail = _validation(seed=1)
+    shared, grids, slack, folds = [0.2, 0.0], [(0.0, 0.3, 0.6, 0.9), (0.0, 0.5, 1.0)], 0.01, 3
+    view = TailView.of(_chunks(bare, parts, truth), shared, tail, folds=folds)
+    picks = [tune_tail(view.without(f), grids, RULE, slack, shared).weights or shared for f in range(folds)]
+    choice = tune_tail_fold_mean(view, grids, RULE, slack, shared)
+    assert choice.weights == pytest.approx(np.mean(picks, axis=0).tolist())
+    assert all(choice.precision[k] >= choice.shared_precision[k] - slack for k in (1, 5))
+    with pytest.raises(ValueError, match="2 folds"):
+        tune_tail_fold_mean(TailView.of(_chunks(bare, parts, truth), shared, tail), grids, RULE, slack, shared)
 
 
 def test_the_search_picks_the_best_rare_f1_coordinate_by_coordinate_within_the_guard():
@@ -186,5 +213,9 @@ def test_tail_memory_options_are_checked():
         CDGTConfig(tail_memory_slack=-0.1)
     with pytest.raises(ValueError, match="tail_memory_folds"):
         CDGTConfig(tail_memory_folds=0)
+    with pytest.raises(ValueError, match="tail_memory_folds"):
+        CDGTConfig(tail_memory_pick="fold_mean")
+    with pytest.raises(ValueError, match="tail_memory_pick"):
+        CDGTConfig(tail_memory_pick="best")
     with pytest.raises(ValueError, match="folds"):
         TailView.of(lambda: [], [0.0], tail=np.array([0]), folds=0)
