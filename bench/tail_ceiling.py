@@ -1,23 +1,24 @@
-"""What the tail labels' own memory weights can buy at most on a test split (round 49 of bench/learner_notes.md).
+"""What the tail labels' own memory weights can buy at most on a test split.
 
-Trains METHOD on debtags for one seed as the bench does (`fit_model`, which settles the memories and picks the tail's
-weights), then scores the test split under every tail weight combination on {0, 0.2, ..., 1.0} per memory layer:
-test P@1, P@5, Rare-F1 and the tail labels' summed F1 (thresholds tuned on validation with that combination, as the
-evaluation tunes them), and validation's in-sample figures, into OUT (JSON). `--table` prints, against the picked
-weights, the best Macro-F1 within the P@k guard on test, the best without it, and the weights validation's
-tail F1 picks without the guard.
+(Round 49 of bench/learner_notes.md.) Trains METHOD on a data set (debtags unless `--dataset`) for one seed as the
+bench does (`fit_model`, which settles the memories and picks the tail's weights), then scores the test split under
+every tail weight combination on {0, 0.2, ..., 1.0} per memory layer: test P@1, P@5, Rare-F1 and the tail labels'
+summed F1 (thresholds tuned on validation with that combination, as the evaluation tunes them), and validation's
+in-sample figures, into OUT (JSON). `--table` prints, against the picked weights, the best Macro-F1 within the P@k guard
+on test, the best without it, and the weights validation's tail F1 picks without the guard.
 
 Usage (from the repository, CDGT_DATA_DIR set; about 2-5 minutes a seed on 2 cores):
     python -m cdgt.bench.tail_ceiling 0 /tmp/ceiling_s0.json 'recommended'
+    python -m cdgt.bench.tail_ceiling 0 /tmp/bibtex_s0.json 'recommended' --dataset bibtex
     python -m cdgt.bench.tail_ceiling --table /tmp/ceiling_s*.json
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import itertools
 import json
-import sys
 import time
 
 import numpy as np
@@ -26,17 +27,17 @@ import scipy.sparse as sp
 GRID = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
-def measure(seed: int, out: str, method_name: str) -> None:
+def measure(seed: int, out: str, method_name: str, dataset: str = "debtags") -> None:
     from cdgt.bench.datasets import load_dataset
     from cdgt.bench.methods import resolve
     from cdgt_keras.inputs import batch_scorer
-    from cdgt_keras.tail_memory import TailView, _joined
+    from cdgt_keras.tail_memory import TailView, decided_counts
     from cdgt_keras.thresholds import config_rule
     from cdgt_keras.training import fit_model
 
     method = resolve(method_name)
     config = method.config(seed)
-    data = load_dataset("debtags", features=method.config())
+    data = load_dataset(dataset, features=method.config())
     train, val, test = (data.splits[s] for s in ("train", "validation", "test"))
     started = time.time()
     model, _, _ = fit_model(config, train, val)
@@ -60,26 +61,25 @@ def measure(seed: int, out: str, method_name: str) -> None:
         return gen
 
     v, t = TailView.of(chunks(val), shared, tail), TailView.of(chunks(test), shared, tail)
-    rule, rows = config_rule(config), np.arange(tail.size)
-    rest = v.rest_counts[0].num_labels
+    rule = config_rule(config)
 
     def decided(counts, taus):
-        at = np.searchsorted(counts.grid, taus.astype(np.float64))
-        tp, pred, pos = counts.true_pos[rows, at], counts.predicted[rows, at], counts.positives
+        tp, pred, pos = decided_counts(counts, taus)
         return tp, pred, pos, float(np.where(pos + pred > 0, 2 * tp / np.maximum(pos + pred, 1), 0.0).sum())
 
     def figures(w):
         vs, ts = v.scores(w), t.scores(w)
-        val_counts = v._tail_counts(vs, 0)
-        taus = _joined(v.rest_counts, [val_counts]).thresholds(**rule)[rest:]
+        val_counts = v.tail_counts(vs)
+        taus = v.tail_thresholds([val_counts], [0], rule)
         _, _, _, val_sum = decided(val_counts, taus)
-        tp, pred, pos, test_sum = decided(t._tail_counts(ts, 0), taus)
+        tp, pred, pos, test_sum = decided(t.tail_counts(ts), taus)
         return {"val_rare_f1": v.rare_f1(vs, rule), "val_tail_f1_sum": val_sum, "val_p": v.precisions(vs),
                 "test_p1": t.precision(ts, 1), "test_p5": t.precision(ts, 5),
                 "test_rare_f1": float(2 * tp.sum() / max(pos.sum() + pred.sum(), 1)), "test_tail_f1_sum": test_sum}
 
-    result = {"method": method_name, "seed": seed, "names": [layer.name for layer in layers], "shared": shared,
-              "picked": picked, "num_labels": int(model.num_labels), "shared_figures": figures(shared),
+    result = {"method": method_name, "dataset": dataset, "seed": seed, "names": [layer.name for layer in layers],
+              "shared": shared, "picked": picked, "num_labels": int(model.num_labels),
+              "shared_figures": figures(shared),
               "picked_figures": figures(picked if picked[0] >= 0 else shared),
               "grid": [{"w": list(w), **figures(list(w))} for w in itertools.product(GRID, repeat=len(layers))]}
     with open(out, "w") as f:
@@ -112,8 +112,21 @@ def table(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--table"]:
-        print(table([p for pattern in sys.argv[2:] for p in glob.glob(pattern)]))
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m cdgt.bench.tail_ceiling", description=__doc__.split("\n\n")[0])
+    parser.add_argument("seed", nargs="?", type=int, help="the training seed")
+    parser.add_argument("out", nargs="?", help="the JSON file to write")
+    parser.add_argument("method", nargs="?", default="recommended", help="a bench method (default: recommended)")
+    parser.add_argument("--dataset", default="debtags", help="a bench data set (default: debtags)")
+    parser.add_argument("--table", nargs="+", metavar="PATTERN", help="print the table of these files instead")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table([p for pattern in args.table for p in glob.glob(pattern)]))
+    elif args.seed is None or args.out is None:
+        parser.error("give SEED and OUT (or --table PATTERN ...)")
     else:
-        measure(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "recommended")
+        measure(args.seed, args.out, args.method, args.dataset)
+
+
+if __name__ == "__main__":
+    main()

@@ -72,7 +72,8 @@ def blend_all(bare: np.ndarray, parts: Sequence[np.ndarray], weights: Sequence[f
 class TailView:
     """What the tail's tuning needs of validation: the tail's columns of the model's own scores and of each
     layer's ([n, T] each), their truth, and of the other labels, under the shared weights, each row's k best
-    scores in order (and whether each is a positive) and their threshold counts, one per fold (`fold`: each row's)."""
+    scores in order (and whether each is a positive) and their threshold counts, one per fold (row i in fold
+    i mod the number of folds)."""
 
     tail: np.ndarray
     bare: np.ndarray
@@ -82,7 +83,6 @@ class TailView:
     rest_hits: np.ndarray
     rest_counts: list[ThresholdCounts]
     k: int
-    fold: np.ndarray
 
     @classmethod
     def of(cls, chunks: Chunks, shared: Sequence[float], tail: np.ndarray, k: int = 5,
@@ -112,8 +112,12 @@ class TailView:
                     fold_counts.add(shared_scores[fold == f], rest_truth[fold == f])
             seen += scores.shape[0]
         return cls(np.asarray(tail), np.concatenate(bare), [np.concatenate(p) for p in zip(*parts)],
-                   sp.vstack(truth, format="csr"), np.concatenate(tops), np.concatenate(hits), counts, k,
-                   np.arange(seen) % folds)
+                   sp.vstack(truth, format="csr"), np.concatenate(tops), np.concatenate(hits), counts, k)
+
+    @property
+    def fold(self) -> np.ndarray:
+        """Each row's fold (row i in fold i mod the number of folds)."""
+        return np.arange(self.bare.shape[0]) % len(self.rest_counts)
 
     def scores(self, weights: Sequence[float]) -> np.ndarray:
         """The tail's columns [n, T] under `weights` (one per layer)."""
@@ -139,35 +143,54 @@ class TailView:
         """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation): in-sample with
         one fold, each fold's decisions at the thresholds tuned on the other folds with more."""
         folds = len(self.rest_counts)
-        tail_counts = [self._tail_counts(tail_scores, f) for f in range(folds)]
+        counts = [self.tail_counts(tail_scores, f) for f in range(folds)]
         tp = predicted = positives = 0
         for f in range(folds):
             tuned_on = [g for g in range(folds) if g != f] or [f]
-            taus = _joined([self.rest_counts[g] for g in tuned_on], [tail_counts[g] for g in tuned_on]).thresholds(
-                **rule)[self.rest_counts[f].num_labels:]
-            scored = tail_counts[f]
-            at = np.searchsorted(scored.grid, taus.astype(np.float64))
-            rows = np.arange(self.tail.size)
-            tp += scored.true_pos[rows, at].sum()
-            predicted += scored.predicted[rows, at].sum()
-            positives += scored.positives.sum()
+            true_pos, decided, positive = decided_counts(
+                counts[f], self.tail_thresholds([counts[g] for g in tuned_on], tuned_on, rule))
+            tp, predicted, positives = tp + true_pos.sum(), predicted + decided.sum(), positives + positive.sum()
         denom = positives + predicted
         return float(2.0 * tp / denom) if denom > 0 else 0.0
+
+    def tail_thresholds(self, tail_counts: Sequence[ThresholdCounts], folds: Sequence[int], rule: dict) -> np.ndarray:
+        """The tail's thresholds [T] that `rule` tunes on every label's counts over `folds` (the tail's counts
+        `tail_counts`, one per fold in `folds`; the other labels' under the shared weights), as the evaluation
+        tunes them."""
+        rest = _summed([self.rest_counts[f] for f in folds])
+        both = _summed(tail_counts)
+        joined = ThresholdCounts(rest.num_labels + both.num_labels, rest.grid)
+        for name in ("predicted", "true_pos", "positives"):
+            setattr(joined, name, np.concatenate([getattr(rest, name), getattr(both, name)]))
+        return joined.thresholds(**rule)[rest.num_labels:]
 
     def without(self, fold: int) -> TailView:
         """The view of validation without one fold's rows, as one fold (its Rare-F1 in-sample on those rows)."""
         keep = self.fold != fold
         rest = _summed([c for f, c in enumerate(self.rest_counts) if f != fold])
         return TailView(self.tail, self.bare[keep], [p[keep] for p in self.parts], self.truth[keep],
-                        self.rest_top[keep], self.rest_hits[keep], [rest], self.k, np.zeros(int(keep.sum()), int))
+                        self.rest_top[keep], self.rest_hits[keep], [rest], self.k)
 
-    def _tail_counts(self, tail_scores: np.ndarray, fold: int) -> ThresholdCounts:
-        """The tail's threshold counts over one fold's rows."""
+    def tail_counts(self, tail_scores: np.ndarray, fold: int = 0) -> ThresholdCounts:
+        """The tail's threshold counts over one fold's rows (with one fold, every row)."""
         rows = self.fold == fold
         counts = ThresholdCounts(self.tail.size, self.rest_counts[fold].grid)
         if rows.any():
             counts.add(tail_scores[rows], self.truth[rows])
         return counts
+
+
+def decided_counts(counts: ThresholdCounts, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per label, (true positives, decided positives, positives) at `thresholds` (on the counts' grid).
+
+        >>> counts = ThresholdCounts(1, np.array([0.0, 0.5, 1.0]))
+        >>> counts.add(np.array([[0.9], [0.6], [0.2]]), sp.csr_matrix([[1], [0], [1]]))
+        >>> [c.tolist() for c in decided_counts(counts, np.array([0.5]))]
+        [[1], [2], [2]]
+    """
+    at = np.searchsorted(counts.grid, np.asarray(thresholds, np.float64))
+    labels = np.arange(counts.num_labels)
+    return counts.true_pos[labels, at], counts.predicted[labels, at], counts.positives
 
 
 def _summed(counts: Sequence[ThresholdCounts]) -> ThresholdCounts:
@@ -176,14 +199,6 @@ def _summed(counts: Sequence[ThresholdCounts]) -> ThresholdCounts:
     for name in ("predicted", "true_pos", "positives"):
         setattr(total, name, sum(getattr(c, name) for c in counts))
     return total
-
-
-def _joined(rest: Sequence[ThresholdCounts], tail: Sequence[ThresholdCounts]) -> ThresholdCounts:
-    """Every label's counts (the other labels', then the tail's) summed over the given folds."""
-    both = ThresholdCounts(rest[0].num_labels + tail[0].num_labels, rest[0].grid)
-    for name in ("predicted", "true_pos", "positives"):
-        setattr(both, name, np.concatenate([sum(getattr(c, name) for c in rest), sum(getattr(c, name) for c in tail)]))
-    return both
 
 
 @dataclass(frozen=True)
@@ -232,7 +247,6 @@ def tune_tail_fold_mean(view: TailView, grids: Sequence[Sequence[float]], rule: 
     picks = [tune_tail(view.without(f), grids, rule, slack, shared).weights for f in range(folds)]
     weights = [float(w) for w in np.mean([p or shared for p in picks], axis=0)]
     base_p, base_f1, allowed = _guard(view, shared, rule, slack)
-
     return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: any(p is not None for p in picks))
 
 
