@@ -184,7 +184,7 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
     from cdgt.bench.measures import player_probs, specialisation
-    from cdgt_keras.evaluation import predict_chunks
+    from cdgt_keras.evaluation import decision_scorer, predict_chunks
     from cdgt_keras.kernels import kernel_status
     from cdgt_keras.training import fit_model
 
@@ -193,7 +193,14 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     timer = _epoch_timer(f"{spec.dataset} {spec.method.name} seed {spec.seed}")
     model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
     test_chunks, predict_seconds = timed_chunks(predict_chunks(model, test, config.batch_size))
-    body = _evaluate(config, data, predict_chunks(model, validation, config.batch_size), test_chunks)
+    # the scores the decisions are read from, when the tail decides apart (tail_decisions="own"): a second pass
+    deciding, decide_seconds = decision_scorer(model), [0.0]
+    val_deciding = test_deciding = None
+    if deciding is not None:
+        val_deciding = predict_chunks(model, validation, config.batch_size, score=deciding)
+        test_deciding, decide_seconds = timed_chunks(predict_chunks(model, test, config.batch_size, score=deciding))
+    body = _evaluate(config, data, predict_chunks(model, validation, config.batch_size), test_chunks, val_deciding,
+                     test_deciding)
     players = player_probs(model, test.features, config.batch_size)
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
@@ -207,9 +214,14 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     for layer, _ in model.memory_layers():
         body[layer.name] = {"weight": float(layer.weight.numpy()), "tail_weight": float(layer.tail_weight.numpy()),
                             tuned_on: {str(w): p for w, p in layer.tuning.items()}}
+        if layer.decision_weight is not None:  # the tail's weight in the decisions alone (-1: the ranking's)
+            body[layer.name]["decision_weight"] = float(layer.decision_weight.numpy())
     if getattr(model, "tail_choice", None) is not None:
         body["tail_memory"] = dataclasses.asdict(model.tail_choice)
-    body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0],
+    if getattr(model, "decision_choice", None) is not None:
+        body["tail_decisions"] = dataclasses.asdict(model.decision_choice)
+    # the test split's prediction: the ranking's pass, and the decisions' own when they are apart
+    body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0] + decide_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     body["encoder_update"] = kernel_status()  # what the encoder's rows were updated by: "fused", or TF's ops and why
     del model
@@ -260,10 +272,13 @@ SHIPPED_RULE = "shipped"
 THRESHOLD_MODES = ("global", "per_label", "grouped", "shrunk", SHIPPED_RULE)
 
 
-def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -> dict[str, Any]:
+def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any, val_deciding: Any = None,
+              test_deciding: Any = None) -> dict[str, Any]:
     """Thresholds tuned on validation (the config's rule and each of THRESHOLD_MODES, from one pass), the SPEC §7
     report on test under each, and the curves, from score chunks (cdgt_keras.chunked_eval: one pass over
-    validation, two over test; never an [n, L] matrix beside one chunk)."""
+    validation, two over test; never an [n, L] matrix beside one chunk). `val_deciding` / `test_deciding`: the
+    chunks the decisions are read from when they are not the ranking's (the thresholds, F1, the tail's PR curve
+    and the kept decisions read them)."""
     from cdgt.bench.measures import TAIL_PR_GRID, frequency_buckets, long_tail_curve, tail_pr_curve
     from cdgt_keras.chunked_eval import chunked_reports
     from cdgt_keras.config import CDGTConfig
@@ -275,7 +290,7 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     counts, _ = label_frequencies(train.labels, train.num_labels)
     head, tail, props = label_groups(counts, train.num_examples, config)
-    tuned = threshold_counts(val_chunks(), validation.labels)
+    tuned = threshold_counts((val_deciding or val_chunks)(), validation.labels)
     own = config_rule(config)
     rules = {mode: tuned.thresholds(**{**own, "mode": mode})
              for mode in dict.fromkeys([config.thresholds, *THRESHOLD_MODES]) if mode != SHIPPED_RULE}
@@ -291,7 +306,8 @@ def _evaluate(config: Any, data: BenchData, val_chunks: Any, test_chunks: Any) -
         shipped_decisions.append(sparse_decisions(chunk, rules[SHIPPED_RULE]))
 
     out = chunked_reports(test.labels, test_chunks, rules, head_labels=head, tail_labels=tail, propensities=props,
-                          observers=[observe_decisions, *([observe_tail] if tail.size else [])])
+                          observers=[observe_decisions, *([observe_tail] if tail.size else [])],
+                          decision_chunks=test_deciding)
     decided = out.counts[config.thresholds]
     return {
         "metrics": out.reports[config.thresholds],

@@ -81,8 +81,9 @@ def centroid_nnz(features: Any, labels: Any, max_features: int) -> int:
 class LabelCentroids(keras.layers.Layer):
     """Scores [B, L]: max(0, cos(input row, label centroid)) for the `nnz`-entry centroid matrix it remembers."""
 
-    def __init__(self, num_features: int, num_labels: int, nnz: int, **kwargs: Any):
+    def __init__(self, num_features: int, num_labels: int, nnz: int, decides: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
+        self.decides = bool(decides)
         self.num_features, self.num_labels, self.nnz = int(num_features), int(num_labels), int(nnz)
         frozen = {"trainable": False, "initializer": "zeros"}
         # the centroids' entries ordered by feature, as (feature, label) index pairs of one SparseTensor [F, L]
@@ -95,6 +96,10 @@ class LabelCentroids(keras.layers.Layer):
         # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
         self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
                                            initializer=keras.initializers.Constant(-1.0))
+        # the tail labels' weight in the decisions alone (config.tail_decisions="own", `decides`); below 0, the
+        # ranking's; None without `decides` (a model saved before it has no such variable)
+        self.decision_weight = self.add_weight(shape=(), dtype="float32", name="decision_weight", trainable=False,
+                                               initializer=keras.initializers.Constant(-1.0)) if decides else None
         self.built = True
 
     def remember(self, features: Any, labels: Any, max_features: int = 0) -> None:
@@ -136,4 +141,4 @@ class LabelCentroids(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "num_features": self.num_features, "num_labels": self.num_labels,
-                "nnz": self.nnz}
+                "nnz": self.nnz, "decides": self.decides}

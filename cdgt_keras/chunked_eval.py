@@ -166,30 +166,45 @@ class ChunkedResult:
 
 def _first_pass(truth: sp.csr_matrix, chunks: ScoreChunks, thresholds: Mapping[str, np.ndarray],
                 groups: dict[str, np.ndarray | None], k: int,
-                observers: Sequence[Callable[[int, np.ndarray], None]]) -> tuple[dict, dict, np.ndarray]:
+                observers: Sequence[Callable[[int, np.ndarray], None]],
+                decision_chunks: ScoreChunks | None = None) -> tuple[dict, dict, np.ndarray]:
     """Top-k pairs per group, F1 counts per rule (tp, truth, predicted per label), the positives' scores."""
     n, num_labels = truth.shape
     tops: dict[str, list] = {name: [] for name in groups}
     tp = {rule: np.zeros(num_labels, np.int64) for rule in thresholds}
     predicted = {rule: np.zeros(num_labels, np.int64) for rule in thresholds}
     positive_scores = []
+    deciding = None if decision_chunks is None else _offsets(decision_chunks, n, num_labels)
     for start, chunk in _offsets(chunks, n, num_labels):
         part = truth[start : start + chunk.shape[0]]
+        decide = chunk if deciding is None else _matching(deciding, start, chunk.shape)
         for name, cols in groups.items():
             if cols is None or cols.size:
                 tops[name].append(_topk_pair(chunk if cols is None else chunk[:, cols], k))
         for rule, tau in thresholds.items():
-            decisions = sparse_decisions(chunk, tau)
+            decisions = sparse_decisions(decide, tau)
             tp[rule] += np.asarray(part.multiply(decisions).sum(axis=0)).ravel()
             predicted[rule] += np.bincount(decisions.indices, minlength=num_labels)
         positive_scores.append(_positive_scores(truth, start, chunk))
         for observe in observers:
-            observe(start, chunk)
+            observe(start, decide)
+    if deciding is not None and next(deciding, None) is not None:
+        raise ValueError(f"the decision chunks cover more rows than the score chunks' {n}")
     pairs = {name: tuple(np.concatenate(p) for p in zip(*parts)) if parts else
              (np.zeros((0, k), np.int64), np.zeros((0, k))) for name, parts in tops.items()}
     positives = np.bincount(truth.indices, minlength=num_labels)
     counts = {rule: (tp[rule], positives, predicted[rule]) for rule in thresholds}
     return pairs, counts, np.concatenate(positive_scores) if positive_scores else np.zeros(0)
+
+
+def _matching(deciding: Iterator[tuple[int, np.ndarray]], start: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The next decision chunk, which must cover the ranking chunk's rows (from `start`, `shape`)."""
+    found = next(deciding, None)
+    if found is None or found[0] != start or found[1].shape != shape:
+        got = "none" if found is None else f"rows from {found[0]}, shape {found[1].shape}"
+        raise ValueError(f"the decision chunks do not follow the score chunks: at row {start} (shape {shape}) "
+                         f"the decisions' chunk is {got}")
+    return found[1]
 
 
 def chunked_reports(
@@ -203,10 +218,13 @@ def chunked_reports(
     ks: Sequence[int] = (1, 3, 5),
     with_map: bool = True,
     observers: Sequence[Callable[[int, np.ndarray], None]] = (),
+    decision_chunks: ScoreChunks | None = None,
 ) -> ChunkedResult:
     """`chunked_report` under several decision rules at once ({rule: thresholds [L]}): the rankings, MAP and the
     top-k are computed once (they do not depend on the thresholds), the F1 counts once per rule. `observers`
-    see every chunk of the first pass as (first row, chunk): e.g. a `ThresholdCounts` of the test scores.
+    see every chunk of the scores the decisions are read from as (first row, chunk): e.g. a `ThresholdCounts` of
+    the test scores. `decision_chunks`: those scores, chunk for chunk with `chunks`, when they are not the
+    ranking's (a model whose tail decides apart: `CDGTModel.decides_apart`).
 
     Example:
         >>> y = sp.csr_matrix(np.array([[1, 0], [0, 1]]))
@@ -220,7 +238,7 @@ def chunked_reports(
     props = None if propensities is None else np.asarray(propensities, dtype=np.float64)
     groups = {"overall": None, "head": np.asarray(head_labels, np.int64), "tail": np.asarray(tail_labels, np.int64)}
     rules = {rule: np.asarray(tau) for rule, tau in thresholds.items()}
-    pairs, counts, positive_scores = _first_pass(truth, chunks, rules, groups, max(ks), observers)
+    pairs, counts, positive_scores = _first_pass(truth, chunks, rules, groups, max(ks), observers, decision_chunks)
     ap = average_precisions(truth, chunks, positive_scores) if with_map else np.full(truth.shape[1], np.nan)
 
     def report_of(rule_counts: Counts) -> dict[str, dict[str, float]]:
@@ -248,13 +266,16 @@ def chunked_report(
     propensities: np.ndarray | None = None,
     ks: Sequence[int] = (1, 3, 5),
     with_map: bool = True,
+    decision_chunks: ScoreChunks | None = None,
 ) -> dict[str, dict[str, float]]:
-    """`report(y_true, scores, apply_thresholds(scores, thresholds), ...)` from the score chunks, same values.
+    """`report(y_true, scores, apply_thresholds(scores, thresholds), ...)` from the score chunks, same values
+    (with `decision_chunks`, `apply_thresholds` of those).
 
     `with_map=False` skips MAP's second pass over the chunks ("map" is then NaN).
     """
     return chunked_reports(y_true, chunks, {"": thresholds}, head_labels=head_labels, tail_labels=tail_labels,
-                           propensities=propensities, ks=ks, with_map=with_map).reports[""]
+                           propensities=propensities, ks=ks, with_map=with_map,
+                           decision_chunks=decision_chunks).reports[""]
 
 
 def top_k_chunks(chunks: ScoreChunks, k: int) -> tuple[np.ndarray, np.ndarray]:

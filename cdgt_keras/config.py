@@ -41,6 +41,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "neighbour_space": ("input", "encoder", "both"),
     "tail_memory": ("shared", "own"),
     "tail_memory_pick": ("search", "fold_mean"),
+    "tail_decisions": ("ranking", "own"),
+    "tail_decisions_metric": ("macro_f1", "rare_f1"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
     "memory_tuning_metric": ("p_at_k", "psp_at_k", "p_then_psp_at_k"),
 }
@@ -248,6 +250,14 @@ class CDGTConfig:
     # search once per fold on validation without the fold, the weights the mean of the picks (needs
     # tail_memory_folds >= 2; each search scores its rows in-sample).
     tail_memory_pick: str = "search"
+    # Where the tail labels' decisions (the thresholded answer: F1) come from: "ranking", the scores that rank them
+    # (P@k); "own", scores blended with memory weights of their own, picked by the same search on validation Rare-F1
+    # with no P@k guard (the ranking keeps its weights; the thresholds are tuned on these scores). Kept only where
+    # they beat the ranking's weights on validation Rare-F1. A served answer then costs a second pass of the model.
+    tail_decisions: str = "ranking"
+    # What that search scores the decisions' weights by: "macro_f1", the mean of the tail labels' F1 (their share
+    # of Macro-F1); "rare_f1", their micro-F1 (Rare-F1).
+    tail_decisions_metric: str = "macro_f1"
     dropout: float = 0.2
     # Dropout of the encoder's input entries (a bag-of-words document loses this share of its words each step).
     input_dropout: float = 0.0

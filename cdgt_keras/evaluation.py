@@ -62,6 +62,17 @@ def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | Non
     return chunks
 
 
+def decision_scorer(model: Any) -> Callable[[Any, int], np.ndarray] | None:
+    """`score(features, batch_size)`: the scores `model` reads its decisions from (`call(..., deciding=True)`),
+    when its tail decides apart (`decides_apart`; config.tail_decisions="own"); None when they are its ranking's."""
+    decides_apart = getattr(model, "decides_apart", None)
+    if decides_apart is None or not decides_apart():
+        return None
+    from cdgt_keras.inputs import batch_scorer
+
+    return batch_scorer(lambda x: model(x, training=False, deciding=True))
+
+
 def label_groups(train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> tuple:
     """(head ids, tail ids, propensities) from the training label counts."""
     head, tail = head_tail_split(train_counts / max(num_train, 1), config.head_fraction, config.tail_fraction)
@@ -70,32 +81,45 @@ def label_groups(train_counts: np.ndarray, num_train: int, config: CDGTConfig) -
 
 def evaluate_probs(val_probs: np.ndarray | sp.spmatrix, validation: MultiLabelData,
                    test_probs: np.ndarray | sp.spmatrix, test: MultiLabelData,
-                   train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> Evaluation:
+                   train_counts: np.ndarray, num_train: int, config: CDGTConfig,
+                   val_deciding: np.ndarray | None = None, test_deciding: np.ndarray | None = None) -> Evaluation:
     """Tune thresholds on validation (SPEC §4), then report every metric on test, overall/head/tail (SPEC §7).
+    `val_deciding` / `test_deciding`: the scores the decisions are read from, when not the ranking's
+    (`decision_scorer`): the thresholds are tuned on them and the F1 metrics read them.
 
     Above DENSE_LIMIT scores, or for sparse score matrices (a tree model's beam), the scores are read by row
     chunks (`evaluate_chunks`): the same figures, faster and without [n, L] temporaries (decisions,
     sub-matrices) beside the scores.
     """
+    if (val_deciding is None) != (test_deciding is None):
+        raise ValueError("give the decisions' scores of both validation and test, or of neither")
     if (max(np.shape(val_probs)[0], np.shape(test_probs)[0]) * test.num_labels > DENSE_LIMIT
             or sp.issparse(val_probs) or sp.issparse(test_probs)):
+        apart = val_deciding is not None
         return evaluate_chunks(matrix_chunks(val_probs), validation, matrix_chunks(test_probs), test, train_counts,
-                               num_train, config)
-    thresholds = tuned_thresholds(val_probs, validation.labels, config)
+                               num_train, config, matrix_chunks(val_deciding) if apart else None,
+                               matrix_chunks(test_deciding) if apart else None)
+    val_deciding = val_probs if val_deciding is None else val_deciding
+    test_deciding = test_probs if test_deciding is None else test_deciding
+    thresholds = tuned_thresholds(val_deciding, validation.labels, config)
     head, tail, props = label_groups(train_counts, num_train, config)
-    result = report(test.labels, test_probs, apply_thresholds(test_probs, thresholds),
+    result = report(test.labels, test_probs, apply_thresholds(test_deciding, thresholds),
                     head_labels=head, tail_labels=tail, propensities=props)
     return Evaluation(thresholds, result, head, tail)
 
 
 def evaluate_chunks(val_chunks: ScoreChunks, validation: MultiLabelData, test_chunks: ScoreChunks,
                     test: MultiLabelData, train_counts: np.ndarray, num_train: int,
-                    config: CDGTConfig) -> Evaluation:
-    """`evaluate_probs` on score chunks: one pass over validation, two over test (the second for MAP)."""
-    thresholds = tune_thresholds_chunks(val_chunks(), validation.labels, **config_rule(config))
+                    config: CDGTConfig, val_deciding: ScoreChunks | None = None,
+                    test_deciding: ScoreChunks | None = None) -> Evaluation:
+    """`evaluate_probs` on score chunks: one pass over validation, two over test (the second for MAP); the
+    decisions' own chunks, when given, one pass over each split."""
+    if (val_deciding is None) != (test_deciding is None):
+        raise ValueError("give the decisions' score chunks of both validation and test, or of neither")
+    thresholds = tune_thresholds_chunks((val_deciding or val_chunks)(), validation.labels, **config_rule(config))
     head, tail, props = label_groups(train_counts, num_train, config)
     result = chunked_report(test.labels, test_chunks, thresholds, head_labels=head, tail_labels=tail,
-                            propensities=props)
+                            propensities=props, decision_chunks=test_deciding)
     return Evaluation(thresholds, result, head, tail)
 
 
@@ -105,8 +129,14 @@ def evaluate_model(model, validation: MultiLabelData, test: MultiLabelData, trai
     (default: when a split holds more than DENSE_LIMIT scores; the chunked path predicts test twice, for MAP)."""
     if chunked is None:
         chunked = max(validation.num_examples, test.num_examples) * test.num_labels > DENSE_LIMIT
+    deciding = decision_scorer(model)  # None: the decisions are the ranking's
     if chunked:
+        apart = [predict_chunks(model, s, config.batch_size, score=deciding) if deciding else None
+                 for s in (validation, test)]
         return evaluate_chunks(predict_chunks(model, validation, config.batch_size), validation,
-                               predict_chunks(model, test, config.batch_size), test, train_counts, num_train, config)
+                               predict_chunks(model, test, config.batch_size), test, train_counts, num_train, config,
+                               *apart)
+    apart = [deciding(s.features, config.batch_size) if deciding else None for s in (validation, test)]
     return evaluate_probs(predict_probs(model, validation, config.batch_size), validation,
-                          predict_probs(model, test, config.batch_size), test, train_counts, num_train, config)
+                          predict_probs(model, test, config.batch_size), test, train_counts, num_train, config,
+                          *apart)

@@ -78,19 +78,22 @@ class CDGTModel(keras.Model):
         if memory is not None and not isinstance(memory, nb.MemoryShape):
             memory = nb.MemoryShape(**memory)
         self.memory = memory  # what get_config saves: the training split's shape in the input's space
+        decides = cfg.tail_decisions == "own"  # the memories hold the tail decisions' own weights
         # Label centroids live in the input's space, whatever the votes' space.
         self.centroids = None if not cfg.centroid_features or memory is None else ct.LabelCentroids(
-            memory.num_features, self.num_labels, memory.centroid_nnz, name="centroids")
+            memory.num_features, self.num_labels, memory.centroid_nnz, decides=decides, name="centroids")
         # Label texts (cdgt_keras.label_text): the labels' names in the input's space, held as centroids are.
         self.label_text = None if not cfg.label_text or memory is None or not memory.label_text_nnz else \
-            ct.LabelCentroids(memory.num_features, self.num_labels, memory.label_text_nnz, name="label_text")
+            ct.LabelCentroids(memory.num_features, self.num_labels, memory.label_text_nnz, decides=decides,
+                              name="label_text")
         votes = cfg.neighbours and memory is not None
         encoded = memory.in_space(cfg.encoder_hidden[-1], cfg.encoder_memory_dims, cfg.encoder_memory_rerank) \
             if votes and not memory.dense else memory
         # The votes in `neighbour_space` ("both": in the input's space here, the encoder's in encoder_neighbours)
         self.neighbours = nb.NeighbourVotes(encoded if cfg.neighbour_space == "encoder" else memory,
-                                            self.num_labels, cfg.neighbours, name="neighbours") if votes else None
-        self.encoder_neighbours = nb.NeighbourVotes(encoded, self.num_labels, cfg.neighbours,
+                                            self.num_labels, cfg.neighbours, decides=decides, name="neighbours") \
+            if votes else None
+        self.encoder_neighbours = nb.NeighbourVotes(encoded, self.num_labels, cfg.neighbours, decides=decides,
                                                     name="encoder_neighbours") \
             if votes and cfg.neighbour_space == "both" else None
         # The tail labels (the report's Rare-F1 labels), which may take memory weights of their own (`tail_memory`)
@@ -246,15 +249,19 @@ class CDGTModel(keras.Model):
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 
-    def call(self, inputs: Any, training: bool = False, return_players: bool = False) -> Any:
+    def call(self, inputs: Any, training: bool = False, return_players: bool = False, deciding: bool = False) -> Any:
+        """The answer [B, L] (with `return_players`, {"fused": it, "players": each player's}); `deciding`: the
+        scores the decisions are read from, the tail labels' memories at their `decision_weight` where that is set
+        (config.tail_decisions="own"; `decides_apart`)."""
         contexts = self.contexts(inputs, training)
         if not training and not return_players and self.shortlisted():
-            return self._shortlisted(inputs, contexts)
+            return self._shortlisted(inputs, contexts, deciding)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training or not in_portable_graphs())  # the same bits
         if not training:
             for layer, space in self.memory_layers():
-                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask)
+                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask,
+                                 deciding)
         return {"fused": fused, "players": probs} if return_players else fused
 
     def shortlisted(self) -> bool:
@@ -262,12 +269,18 @@ class CDGTModel(keras.Model):
         below the number of labels, and memories to rank the labels by."""
         return 0 < self.cdgt_config.shortlist < self.num_labels and bool(self.memory_layers())
 
-    def _shortlisted(self, inputs: Any, contexts: list[tf.Tensor]) -> tf.Tensor:
+    def decides_apart(self) -> bool:
+        """Whether the decisions are read from scores of their own (`call(..., deciding=True)`): the config's
+        tail_decisions="own" and some memory layer's `decision_weight` set (>= 0) by `settle`."""
+        return any(layer.decision_weight is not None and float(layer.decision_weight.numpy()) >= 0.0
+                   for layer, _ in self.memory_layers())
+
+    def _shortlisted(self, inputs: Any, contexts: list[tf.Tensor], deciding: bool = False) -> tf.Tensor:
         """The answer a * p_hat + m with p_hat read at each row's shortlist alone (cdgt_keras.shortlist)."""
         batch = tf.shape(contexts[0])[0]
         shares, scores = [], []
         for layer, space in self.memory_layers():
-            share = _share(layer, self.tail_mask)
+            share = _share(layer, self.tail_mask, deciding)
             query = contexts[0] if space == "encoder" else inputs
             shares.append(share)
             scores.append(tf.cond(tf.reduce_max(share) > 0.0, lambda layer=layer, query=query: layer(query),
@@ -424,18 +437,20 @@ class CDGTModel(keras.Model):
         return cls(**config)
 
 
-def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor) -> tf.Tensor:
-    """(1 - w) p_hat + w layer(query), w the memory layer's tuned weight (the neighbour votes, the label
-    centroids), or its `tail_weight` for the tail labels (`tail`, [L] bool) when that is set (>= 0); the layer is
-    not run while both are 0."""
-    share = _share(layer, tail)
+def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor, deciding: bool = False) -> tf.Tensor:
+    """(1 - w) p_hat + w layer(query), w the memory layer's share per label (`_share`); the layer is not run while
+    every share is 0."""
+    share = _share(layer, tail, deciding)
     return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * layer(query), lambda: fused)
 
 
-def _share(layer: Any, tail: tf.Tensor) -> tf.Tensor:
-    """A memory layer's weight per label [L]: its `weight`, or its `tail_weight` on the tail labels when that is
-    set (>= 0)."""
+def _share(layer: Any, tail: tf.Tensor, deciding: bool = False) -> tf.Tensor:
+    """A memory layer's weight per label [L]: its `weight`, or on the tail labels (`tail`, [L] bool) its
+    `tail_weight` when that is set (>= 0), and when `deciding`, its `decision_weight` before that when set."""
     w, tail_w = tf.convert_to_tensor(layer.weight), tf.convert_to_tensor(layer.tail_weight)
+    if deciding and layer.decision_weight is not None:
+        decision_w = tf.convert_to_tensor(layer.decision_weight)
+        tail_w = tf.where(decision_w >= 0.0, decision_w, tail_w)
     return tf.where(tail & (tail_w >= 0.0), tail_w, w)
 
 

@@ -113,8 +113,10 @@ class MemoryShape:
 class NeighbourVotes(keras.layers.Layer):
     """Label votes [B, L] of the `k` remembered training rows nearest (cosine) to each input row."""
 
-    def __init__(self, shape: MemoryShape | dict[str, int], num_labels: int, k: int, **kwargs: Any):
+    def __init__(self, shape: MemoryShape | dict[str, int], num_labels: int, k: int, decides: bool = False,
+                 **kwargs: Any):
         super().__init__(**kwargs)
+        self.decides = bool(decides)
         self.shape = shape if isinstance(shape, MemoryShape) else MemoryShape(**shape)
         self.num_labels, self.k = int(num_labels), min(int(k), self.shape.num_train)
         s = self.shape
@@ -142,6 +144,10 @@ class NeighbourVotes(keras.layers.Layer):
         # the tail labels' own weight (config.tail_memory="own"; cdgt_keras.tail_memory); below 0, they take `weight`
         self.tail_weight = self.add_weight(shape=(), dtype="float32", name="tail_weight", trainable=False,
                                            initializer=keras.initializers.Constant(-1.0))
+        # the tail labels' weight in the decisions alone (config.tail_decisions="own", `decides`); below 0, the
+        # ranking's; None without `decides` (a model saved before it has no such variable)
+        self.decision_weight = self.add_weight(shape=(), dtype="float32", name="decision_weight", trainable=False,
+                                               initializer=keras.initializers.Constant(-1.0)) if decides else None
         self.built = True
 
     def remember(self, features: Any, labels: Any) -> None:
@@ -255,7 +261,8 @@ class NeighbourVotes(keras.layers.Layer):
         return top, tf.gather(ids, at, batch_dims=1)
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k}
+        return {**super().get_config(), "shape": self.shape.to_dict(), "num_labels": self.num_labels, "k": self.k,
+                "decides": self.decides}
 
 
 def project(rows: np.ndarray, dims: int) -> np.ndarray:

@@ -122,8 +122,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         encode = batch_scorer(lambda x, space=space: model.neighbour_query(x, space)) if space == "encoder" \
             else None
         votes.remember(train_x if encode is None else encode(train_x, batch_size), train_y)
-        votes.weight.assign(0.0)
-        votes.tail_weight.assign(-1.0)
+        _unset(votes)
     starts = range(0, val_x.shape[0], rows)
     layers = [layer for layer, _ in voters] + [layer for layer, _ in tables]
     tuned: list[tuple[Any, Callable[[int], np.ndarray]]] = []  # each layer tuned so far, its scores of a chunk
@@ -168,7 +167,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights,
               slack)
         tuned.append((table, scored))
-    if config.tail_memory == "own":
+    if config.tail_memory == "own" or config.tail_decisions == "own":
         def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
             """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
             for start in starts:
@@ -215,9 +214,17 @@ def _remember_tables(model: Any, train_x: Any, train_y: Any, label_features: Any
         texts.store(cap_lists(label_features, config.memory_list_cap))
         out.append((texts, config.label_text_weights))
     for layer, _ in out:
-        layer.weight.assign(0.0)
-        layer.tail_weight.assign(-1.0)
+        _unset(layer)
     return out
+
+
+def _unset(layer: Any) -> None:
+    """A memory layer's weights before `settle` tunes them: no share (0), the tail's and the decisions' the
+    shared one (-1)."""
+    layer.weight.assign(0.0)
+    layer.tail_weight.assign(-1.0)
+    if layer.decision_weight is not None:
+        layer.decision_weight.assign(-1.0)
 
 
 def _table_scores(score: Callable[[Any, int], np.ndarray], val_x: Any, rows: int, batch_size: int,
@@ -237,8 +244,10 @@ def _table_scores(score: Callable[[Any, int], np.ndarray], val_x: Any, rows: int
 
 
 def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable[float]]) -> Any:
-    """Give the tail labels their own memory weights where validation Rare-F1 says so (cdgt_keras.tail_memory);
-    returns the `TailChoice`, also kept as `model.tail_choice`."""
+    """Give the tail labels their own memory weights where validation Rare-F1 says so (cdgt_keras.tail_memory):
+    in the ranking with `tail_memory="own"` (kept as `model.tail_choice` and returned), and in the decisions alone
+    with `tail_decisions="own"` (the same search without the P@k guard, on `tail_decisions_metric`, against the
+    ranking's weights: kept as `model.decision_choice`)."""
     from cdgt_keras.tail_memory import TailView, tune_tail, tune_tail_fold_mean
     from cdgt_keras.thresholds import config_rule
 
@@ -247,11 +256,20 @@ def settle_tail(model: Any, layers: list[Any], scores: Any, grids: list[Iterable
         return None
     shared = [float(layer.weight.numpy()) for layer in layers]
     view = TailView.of(scores, shared, tail, folds=config.tail_memory_folds)
-    pick = tune_tail_fold_mean if config.tail_memory_pick == "fold_mean" else tune_tail
-    choice = pick(view, [list(g) for g in grids], config_rule(config), config.tail_memory_slack, shared)
-    for layer, w in zip(layers, choice.weights or [-1.0] * len(layers)):
-        layer.tail_weight.assign(w)
-    model.tail_choice = choice
+    grids, rule, choice = [list(g) for g in grids], config_rule(config), None
+    if config.tail_memory == "own":
+        pick = tune_tail_fold_mean if config.tail_memory_pick == "fold_mean" else tune_tail
+        choice = pick(view, grids, rule, config.tail_memory_slack, shared)
+        for layer, w in zip(layers, choice.weights or [-1.0] * len(layers)):
+            layer.tail_weight.assign(w)
+        model.tail_choice = choice
+    if config.tail_decisions == "own":
+        ranking = choice.weights if choice is not None and choice.weights is not None else shared
+        decided = tune_tail(view, grids, rule, slack=1.0, shared=ranking,  # a slack of 1: no P@k guard
+                            metric=config.tail_decisions_metric)
+        for layer, w in zip(layers, decided.weights or [-1.0] * len(layers)):
+            layer.decision_weight.assign(w)
+        model.decision_choice = decided
     return choice
 
 

@@ -142,16 +142,39 @@ class TailView:
     def rare_f1(self, tail_scores: np.ndarray, rule: dict) -> float:
         """Micro-F1 on the tail's labels at the thresholds `rule` tunes on every label (validation): in-sample with
         one fold, each fold's decisions at the thresholds tuned on the other folds with more."""
-        folds = len(self.rest_counts)
-        counts = [self.tail_counts(tail_scores, f) for f in range(folds)]
-        tp = predicted = positives = 0
-        for f in range(folds):
-            tuned_on = [g for g in range(folds) if g != f] or [f]
-            true_pos, decided, positive = decided_counts(
-                counts[f], self.tail_thresholds([counts[g] for g in tuned_on], tuned_on, rule))
-            tp, predicted, positives = tp + true_pos.sum(), predicted + decided.sum(), positives + positive.sum()
+        tp, predicted, positives = (c.sum() for c in self._decided(tail_scores, rule))
         denom = positives + predicted
         return float(2.0 * tp / denom) if denom > 0 else 0.0
+
+    def tail_macro_f1(self, tail_scores: np.ndarray, rule: dict) -> float:
+        """The mean of the tail labels' F1 (a label with neither positives nor decisions counts 0), decided as
+        `rare_f1` decides: the tail's share of Macro-F1, the other labels' decisions held.
+
+            >>> view = TailView.of(lambda: [(np.array([[0.9, 0.8], [0.1, 0.2]]), [], sp.csr_matrix([[1, 0], [0, 0]]))],
+            ...                    [], tail=np.array([1]), k=1)
+            >>> view.tail_macro_f1(np.array([[0.8], [0.2]]), {"mode": "global"})   # no positive, no decision
+            0.0
+        """
+        tp, predicted, positives = self._decided(tail_scores, rule)
+        denom = positives + predicted
+        f1 = np.divide(2.0 * tp, denom, out=np.zeros(denom.shape, np.float64), where=denom > 0)
+        return float(f1.mean()) if f1.size else 0.0
+
+    def f1(self, tail_scores: np.ndarray, rule: dict, metric: str = "rare_f1") -> float:
+        """`rare_f1` or `tail_macro_f1` ("macro_f1") of the tail's scores."""
+        return self.rare_f1(tail_scores, rule) if metric == "rare_f1" else self.tail_macro_f1(tail_scores, rule)
+
+    def _decided(self, tail_scores: np.ndarray, rule: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per tail label, (true positives, decisions, positives) over validation: in-sample with one fold, each
+        fold's decisions at the thresholds tuned on the other folds with more."""
+        folds = len(self.rest_counts)
+        counts = [self.tail_counts(tail_scores, f) for f in range(folds)]
+        total = [np.zeros(self.tail.size, np.int64) for _ in range(3)]
+        for f in range(folds):
+            tuned_on = [g for g in range(folds) if g != f] or [f]
+            decided = decided_counts(counts[f], self.tail_thresholds([counts[g] for g in tuned_on], tuned_on, rule))
+            total = [t + d for t, d in zip(total, decided)]
+        return total[0], total[1], total[2]
 
     def tail_thresholds(self, tail_counts: Sequence[ThresholdCounts], folds: Sequence[int], rule: dict) -> np.ndarray:
         """The tail's thresholds [T] that `rule` tunes on every label's counts over `folds` (the tail's counts
@@ -203,20 +226,24 @@ def _summed(counts: Sequence[ThresholdCounts]) -> ThresholdCounts:
 
 @dataclass(frozen=True)
 class TailChoice:
-    """The tail's weights (None: the shared ones stay), with validation Rare-F1 and P@k of both ({k: P@k})."""
+    """The tail's weights (None: the shared ones stay), with validation Rare-F1 (or the search's `metric`) and
+    P@k of both ({k: P@k})."""
 
     weights: list[float] | None
     rare_f1: float
     shared_rare_f1: float
     precision: dict[int, float]
     shared_precision: dict[int, float]
+    metric: str = "rare_f1"
 
 
 def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slack: float,
-              shared: Sequence[float] | None = None) -> TailChoice:
-    """The coordinate search of the module docstring; `shared`: the layers' shared weights (default 0 each)."""
+              shared: Sequence[float] | None = None, metric: str = "rare_f1") -> TailChoice:
+    """The coordinate search of the module docstring; `shared`: the layers' shared weights (default 0 each);
+    `metric`: what it scores candidates by, validation Rare-F1 or the tail's macro F1 ("macro_f1",
+    `TailView.tail_macro_f1`)."""
     shared = list(shared) if shared is not None else [0.0] * len(grids)
-    base_p, base_f1, allowed = _guard(view, shared, rule, slack)
+    base_p, base_f1, allowed = _guard(view, shared, rule, slack, metric)
 
     weights = [0.0] * len(grids)
     for i, grid in enumerate(grids):
@@ -226,12 +253,12 @@ def tune_tail(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slac
             scores = view.scores(trial)
             if not allowed(scores):
                 continue
-            key = (view.rare_f1(scores, rule), -w)
+            key = (view.f1(scores, rule, metric), -w)
             if best is None or key > best[0]:
                 best = (key, w)
         if best is not None:
             weights[i] = best[1]
-    return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: f1 > base_f1)
+    return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: f1 > base_f1, metric)
 
 
 def tune_tail_fold_mean(view: TailView, grids: Sequence[Sequence[float]], rule: dict, slack: float,
@@ -250,26 +277,27 @@ def tune_tail_fold_mean(view: TailView, grids: Sequence[Sequence[float]], rule: 
     return _choice(view, weights, rule, allowed, base_p, base_f1, lambda f1: any(p is not None for p in picks))
 
 
-def _guard(view: TailView, shared: list[float], rule: dict, slack: float
+def _guard(view: TailView, shared: list[float], rule: dict, slack: float, metric: str = "rare_f1"
            ) -> tuple[dict[int, float], float, Callable[[np.ndarray], bool]]:
-    """The shared weights' validation P@k and Rare-F1, and the guard: whether tail scores keep every P@k within
-    `slack` of the shared weights'."""
+    """The shared weights' validation P@k and Rare-F1 (or `metric`), and the guard: whether tail scores keep every
+    P@k within `slack` of the shared weights'."""
     base_scores = view.scores(shared)
     base_p = view.precisions(base_scores)
 
     def allowed(scores: np.ndarray) -> bool:
         return all(p >= base_p[k] - slack for k, p in view.precisions(scores).items())
 
-    return base_p, view.rare_f1(base_scores, rule), allowed
+    return base_p, view.f1(base_scores, rule, metric), allowed
 
 
 def _choice(view: TailView, weights: list[float], rule: dict, allowed: Callable[[np.ndarray], bool],
-            base_p: dict[int, float], base_f1: float, better: Callable[[float], bool]) -> TailChoice:
-    """The TailChoice of `weights`: kept if allowed and `better` (of their validation Rare-F1)."""
+            base_p: dict[int, float], base_f1: float, better: Callable[[float], bool],
+            metric: str = "rare_f1") -> TailChoice:
+    """The TailChoice of `weights`: kept if allowed and `better` (of their validation Rare-F1, or `metric`)."""
     scores = view.scores(weights)
-    f1 = view.rare_f1(scores, rule)
+    f1 = view.f1(scores, rule, metric)
     keep = allowed(scores) and better(f1)
-    return TailChoice(weights if keep else None, f1, base_f1, view.precisions(scores), base_p)
+    return TailChoice(weights if keep else None, f1, base_f1, view.precisions(scores), base_p, metric)
 
 
 def _top(scores: np.ndarray, truth: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:

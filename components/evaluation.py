@@ -45,8 +45,11 @@ def serving_dir(model_uri: str) -> str:
     return path_utils.serving_model_path(model_uri)
 
 
-def score_split(export_dir: str, file_pattern: str, num_labels: int, batch_size: int = 1024) -> tuple[Any, Any, Any]:
-    """(scores [n, L], truth csr [n, L], thresholds [L]) from the exported model on gzipped tf.Examples."""
+def score_split(export_dir: str, file_pattern: str, num_labels: int,
+                batch_size: int = 1024) -> tuple[Any, Any, Any, Any]:
+    """(scores [n, L], truth csr [n, L], thresholds [L], the scores the decisions are read from [n, L]) from the
+    exported model on gzipped tf.Examples (the last are the first unless the export serves `decision_scores`: a
+    model whose tail decides apart)."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(export_dir)
@@ -54,12 +57,15 @@ def score_split(export_dir: str, file_pattern: str, num_labels: int, batch_size:
     files = sorted(tf.io.gfile.glob(file_pattern))
     if not files:
         raise FileNotFoundError(f"no examples match {file_pattern}")
-    scores, truth = [], []
+    scores, deciding, truth = [], [], []
     spec = label_spec()
     for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch_size):
-        scores.append(serve(examples=batch)["scores"].numpy())
+        out = serve(examples=batch)
+        scores.append(out["scores"].numpy())
+        deciding.append(out["decision_scores"].numpy() if "decision_scores" in out else scores[-1])
         truth.append(labels_csr(tf.io.parse_example(batch, spec)[LABELS], num_labels))
-    return np.concatenate(scores), stack_labels(truth, num_labels), loaded.thresholds.numpy()
+    return (np.concatenate(scores), stack_labels(truth, num_labels), loaded.thresholds.numpy(),
+            np.concatenate(deciding))
 
 
 def evaluate_export(export_dir: str, file_pattern: str, stats: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +73,8 @@ def evaluate_export(export_dir: str, file_pattern: str, stats: dict[str, Any]) -
     from cdgt_keras.metrics import report
     from cdgt_keras.thresholds import apply_thresholds
 
-    scores, truth, thresholds = score_split(export_dir, file_pattern, int(stats["num_labels"]))
-    result = report(truth, scores, apply_thresholds(scores, thresholds), head_labels=stats["head"],
+    scores, truth, thresholds, deciding = score_split(export_dir, file_pattern, int(stats["num_labels"]))
+    result = report(truth, scores, apply_thresholds(deciding, thresholds), head_labels=stats["head"],
                     tail_labels=stats["tail"], propensities=np.asarray(stats["propensities"], np.float64))
     return {"num_examples": int(truth.shape[0]), "num_labels": int(truth.shape[1]),
             "num_head_labels": len(stats["head"]), "num_tail_labels": len(stats["tail"]), "report": result}

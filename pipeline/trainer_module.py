@@ -38,6 +38,7 @@ from cdgt_keras import checkpoint
 from cdgt_keras.centroids import centroid_matrix
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
+from cdgt_keras.evaluation import decision_scorer
 from cdgt_keras.features import ID, LABELS, model_input, multi_hot, read_labels
 from cdgt_keras.inputs import without_autotuning
 from cdgt_keras.label_text import label_table, label_texts, named_features, unit_rows
@@ -236,8 +237,12 @@ def run_fn(fn_args: Any) -> None:
         val_features = collect_features(val_records, no_labels)
         settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size,
                label_features=label_x, centroids=centroids)
-    with quiet_exhausted_input():
-        val_probs = np.asarray(model.predict(val_x, verbose=0))
+    deciding = decision_scorer(model)  # the tail decides apart (tail_decisions="own"): thresholds on its scores
+    if deciding is not None:
+        val_probs = deciding(val_features, config.batch_size)
+    else:
+        with quiet_exhausted_input():
+            val_probs = np.asarray(model.predict(val_x, verbose=0))
     thresholds = tuned_thresholds(val_probs, val_labels, config)
     export_serving_model(model, tft_output, fn_args.serving_model_dir, names, thresholds, feature_kind=kind,
                          input_width=width, blessing_ids=blessing_label_ids(num_labels, int(custom["auc_labels"])),

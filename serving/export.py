@@ -2,8 +2,11 @@
 
 Signatures:
 - `serving_default`: serialized tf.Examples (`examples`, string [None]) -> {"scores": fused probabilities [B, L]}
-  (the MultiLabelEvaluator's input; TF Serving's default).
-- `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores > tuned thresholds), the decided
+  (the MultiLabelEvaluator's input; TF Serving's default), and "decision_scores" [B, L] when the model's tail
+  decides apart (config tail_decisions="own": the tail labels' decisions read from scores blended with memory
+  weights of their own; the thresholds are theirs).
+- `predict`: raw features -> `scores` [B, L], `decisions` [B, L] int32 (scores, or the decision scores when the
+  tail decides apart, > tuned thresholds), the decided
   labels best first as `labels` string [B, M] (padded with ""), `label_ids` int64 [B, M] (padded with -1) and
   `label_scores` [B, M] (padded with 0), M the batch's largest number of decided labels; the k best as
   `top_k_labels` string [B, k], `top_k_ids` int64 [B, k] and `top_k_scores` [B, k]. Label names are looked up
@@ -131,17 +134,27 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
         def scores(raw: dict[str, Any]) -> tf.Tensor:
             return model(to_model_input(raw), training=False)
 
+        # a model whose tail decides apart (config tail_decisions="own") reads its decisions from scores of their own
+        apart = bool(getattr(model, "decides_apart", lambda: False)())
+
+        def answers(raw: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
+            """(the scores that rank, the scores the decisions are read from)."""
+            x = to_model_input(raw)
+            probs = model(x, training=False)
+            return probs, model(x, training=False, deciding=True) if apart else probs
+
         examples_spec = [tf.TensorSpec([None], tf.string, name="examples")]
 
         @tf.function(input_signature=examples_spec)
         def serve_examples(examples: tf.Tensor) -> dict[str, tf.Tensor]:
-            return {"scores": scores(tf.io.parse_example(examples, serve_spec))}
+            probs, deciding = answers(tf.io.parse_example(examples, serve_spec))
+            return {"scores": probs, **({"decision_scores": deciding} if apart else {})}
 
         @tf.function(input_signature=predict_signature(feature_kind, raw_spec))
         def predict(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-            probs = scores(raw_from_inputs(feature_kind, raw_spec, *inputs))
-            return {"scores": probs, "decisions": tf.cast(probs > module.thresholds[tf.newaxis, :], tf.int32),
-                    **decided_outputs(probs, module.thresholds, module.label_names),
+            probs, deciding = answers(raw_from_inputs(feature_kind, raw_spec, *inputs))
+            return {"scores": probs, "decisions": tf.cast(deciding > module.thresholds[tf.newaxis, :], tf.int32),
+                    **decided_outputs(deciding, module.thresholds, module.label_names),
                     **top_k_outputs(probs, module.label_names, k)}
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
@@ -171,6 +184,7 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
     _write_metadata(export_dir, {"label_names": list(label_names), "thresholds": np.asarray(thresholds).tolist(),
                                  "feature_kind": feature_kind, "input_width": int(input_width), "top_k": k,
                                  "blessing_label_count": len(ids), "signatures": sorted(signatures),
+                                 "decisions_apart": apart,
                                  **(metadata or {})})
     return export_dir
 

@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from memory_models import settled_model
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.metrics import precision_at_k, rare_f1
@@ -42,6 +43,13 @@ def _full(bare, parts, shared, tail, tail_weights):
     return full
 
 
+def _tail_macro(truth, decisions, tail):
+    """The mean of the tail labels' F1 (0 for a label with neither positives nor decisions), by numpy."""
+    y, d = truth.toarray()[:, tail] != 0, np.asarray(decisions)[:, tail] != 0
+    tp, denom = (y & d).sum(axis=0), y.sum(axis=0) + d.sum(axis=0)
+    return float(np.mean([2 * t / n if n else 0.0 for t, n in zip(tp, denom)]))
+
+
 def test_the_views_figures_equal_independent_computations():
     bare, parts, truth, tail = _validation()
     shared = [0.3, 0.1]
@@ -54,6 +62,7 @@ def test_the_views_figures_equal_independent_computations():
             assert view.precision(scores, k) == pytest.approx(precision_at_k(truth, full, k), abs=1e-12)
         decisions = apply_thresholds(full, tune_thresholds(full, truth, **RULE))
         assert view.rare_f1(scores, RULE) == pytest.approx(rare_f1(truth, decisions, tail), abs=1e-12)
+        assert view.tail_macro_f1(scores, RULE) == pytest.approx(_tail_macro(truth, decisions, tail), abs=1e-12)
 
 
 @pytest.mark.parametrize("folds", [2, 3])
@@ -72,6 +81,8 @@ def test_cross_fitted_rare_f1_equals_each_folds_decisions_at_the_other_folds_thr
             decisions[fold == f] = apply_thresholds(full[fold == f], taus)
         want = rare_f1(truth, decisions, tail)
         assert view.rare_f1(view.scores(tail_weights), RULE) == pytest.approx(want, abs=1e-12)
+        assert view.tail_macro_f1(view.scores(tail_weights), RULE) == pytest.approx(
+            _tail_macro(truth, decisions, tail), abs=1e-12)
     in_sample = TailView.of(_chunks(bare, parts, truth), shared, tail)
     scores = in_sample.scores([0.0, 0.0])  # the model alone: its tail's thresholds fit in-sample, not across folds
     assert in_sample.rare_f1(scores, RULE) > view.rare_f1(scores, RULE)
@@ -163,21 +174,11 @@ def test_a_model_answers_with_the_tails_own_weights_after_settling_saved_and_loa
     import keras
 
     from cdgt_keras.inputs import to_sparse_tensor
-    from cdgt_keras.learning import build_trainable
-    from cdgt_keras.neighbours import MemoryShape
-    from cdgt_keras.settling import settle
 
-    keras.utils.set_random_seed(0)
-    rng = np.random.default_rng(0)
-    x = sp.random(80, 30, density=0.2, format="csr", random_state=0, dtype=np.float64)
-    x.data = rng.random(x.nnz) + 0.1
-    y = sp.csr_matrix((rng.random((80, 10)) < np.linspace(0.5, 0.05, 10)).astype(np.float32))
     config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_space="both",
                         centroid_features=10, tail_memory="own", tail_memory_slack=1.0, tail_fraction=0.3)
-    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.for_config(config, x, y))
-    model.build((None, x.shape[1]))
+    model, x, _ = settled_model(config)
     layers = [model.neighbours, model.encoder_neighbours, model.centroids]
-    settle(model, x, y, x, y, config.neighbour_weights, batch_size=16, rows=32)
     tail = np.flatnonzero(model.tail_mask.numpy())
     assert tail.tolist() == [7, 8, 9]  # the rarest 30 %
     choice = model.tail_choice
