@@ -54,28 +54,29 @@ def run_setting(dataset: str, name: str, peer: str, cache_dir: Path | None = Non
     splits = load_data(directory, dataset, config)
     featurize_seconds = time.perf_counter() - started
     train, validation, test = splits["train"], splits["validation"], splits["test"]
-    val_scores, test_scores, train_seconds = _fit_predict(method, config, splits)
+    (val_scores, val_deciding), (test_scores, test_deciding), train_seconds = _fit_predict(method, config, splits)
     counts, _ = label_frequencies(train.labels, train.num_labels)
     report = evaluate_probs(val_scores, validation, test_scores, test, counts, train.num_examples,
-                            config).report["overall"]
+                            config, val_deciding, test_deciding).report["overall"]
     return {"dataset": dataset, "setting": name, "options": SETTINGS[name], "peer": method.name,
             "input_width": int(train.num_features), "featurize_seconds": featurize_seconds,
             "train_seconds": train_seconds, **{k: report[k] for k in KEYS}}
 
 
 def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tuple[Any, Any, float]:
-    """(validation scores, test scores, train seconds) of a peer or of CD-GTMLL under `config`."""
+    """((validation scores, its decisions' or None), (the same of test), train seconds) of a peer or of CD-GTMLL
+    under `config` (decisions' scores of their own: tail_decisions="own", `predict_answers`)."""
     if method.kind != "cdgt":
         from cdgt.bench.peers import fit_predict
 
         out = fit_predict(method.kind, splits)
-        return out.validation_scores, out.test_scores, out.train_seconds
-    from cdgt_keras.evaluation import predict_probs
+        return (out.validation_scores, None), (out.test_scores, None), out.train_seconds
+    from cdgt_keras.evaluation import predict_answers
     from cdgt_keras.training import fit_model
 
     model, _, seconds = fit_model(config, splits["train"], splits["validation"])
-    return (predict_probs(model, splits["validation"], config.batch_size),
-            predict_probs(model, splits["test"], config.batch_size), seconds)
+    return (predict_answers(model, splits["validation"], config.batch_size),
+            predict_answers(model, splits["test"], config.batch_size), seconds)
 
 
 def run_grid(dataset: str, peer: str, output: Path) -> list[dict[str, Any]]:

@@ -184,7 +184,7 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
     from cdgt.bench.measures import player_probs, specialisation
-    from cdgt_keras.evaluation import decision_scorer, predict_chunks
+    from cdgt_keras.evaluation import answer_chunks
     from cdgt_keras.kernels import kernel_status
     from cdgt_keras.training import fit_model
 
@@ -192,15 +192,15 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     timer = _epoch_timer(f"{spec.dataset} {spec.method.name} seed {spec.seed}")
     model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
-    test_chunks, predict_seconds = timed_chunks(predict_chunks(model, test, config.batch_size))
-    # the scores the decisions are read from, when the tail decides apart (tail_decisions="own"): a second pass
-    deciding, decide_seconds = decision_scorer(model), [0.0]
-    val_deciding = test_deciding = None
-    if deciding is not None:
-        val_deciding = predict_chunks(model, validation, config.batch_size, score=deciding)
-        test_deciding, decide_seconds = timed_chunks(predict_chunks(model, test, config.batch_size, score=deciding))
-    body = _evaluate(config, data, predict_chunks(model, validation, config.batch_size), test_chunks, val_deciding,
-                     test_deciding)
+    # the scores the decisions are read from, when the tail decides apart (tail_decisions="own"), come from the
+    # ranking's pass (`answer_chunks`); None when they are the ranking's
+    ranking, test_deciding = answer_chunks(model, test, config.batch_size)
+    test_chunks, predict_seconds = timed_chunks(ranking)
+    decide_seconds = [0.0]
+    if test_deciding is not None:
+        test_deciding, decide_seconds = timed_chunks(test_deciding)
+    val_chunks, val_deciding = answer_chunks(model, validation, config.batch_size)
+    body = _evaluate(config, data, val_chunks, test_chunks, val_deciding, test_deciding)
     players = player_probs(model, test.features, config.batch_size)
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,
                                             np.asarray(body.pop("_thresholds")), *body.pop("_head_tail"))
@@ -220,7 +220,7 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
         body["tail_memory"] = dataclasses.asdict(model.tail_choice)
     if getattr(model, "decision_choice", None) is not None:
         body["tail_decisions"] = dataclasses.asdict(model.decision_choice)
-    # the test split's prediction: the ranking's pass, and the decisions' own when they are apart
+    # the test split's prediction: the ranking's pass (with the decisions' own, when they are apart, from it)
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0] + decide_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}
     body["encoder_update"] = kernel_status()  # what the encoder's rows were updated by: "fused", or TF's ops and why

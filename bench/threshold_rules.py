@@ -79,7 +79,7 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
 
     from cdgt.bench.datasets import load_dataset
     from cdgt.bench.runner import write_json
-    from cdgt_keras.evaluation import predict_probs
+    from cdgt_keras.evaluation import predict_answers
     from cdgt_keras.labels import head_tail_split, label_frequencies
     from cdgt_keras.training import fit_model
 
@@ -87,7 +87,8 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
     train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     config = resolved.config(seed)
     model, _, _ = fit_model(config, train, validation)
-    val_probs, test_probs = (predict_probs(model, s, config.batch_size) for s in (validation, test))
+    # the F1 metrics read the decisions' scores: the model's own when its tail decides apart (tail_decisions="own")
+    val_probs, test_probs = (_deciding(*predict_answers(model, s, config.batch_size)) for s in (validation, test))
     _, freq = label_frequencies(train.labels, train.num_labels)
     _, tail = head_tail_split(freq, config.head_fraction, config.tail_fraction)
     result = {"dataset": dataset, "method": name, "seed": seed, "config": config.to_dict(),
@@ -96,6 +97,11 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
     del model
     keras.backend.clear_session()
     return result
+
+
+def _deciding(ranking: np.ndarray, deciding: np.ndarray | None) -> np.ndarray:
+    """The scores decisions are read from: `deciding`, or the ranking's when None (`predict_answers`)."""
+    return ranking if deciding is None else deciding
 
 
 def table(results: list[dict[str, Any]], rules: tuple[str, ...] = RULES) -> str:

@@ -65,12 +65,56 @@ def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | Non
 def decision_scorer(model: Any) -> Callable[[Any, int], np.ndarray] | None:
     """`score(features, batch_size)`: the scores `model` reads its decisions from (`call(..., deciding=True)`),
     when its tail decides apart (`decides_apart`; config.tail_decisions="own"); None when they are its ranking's."""
-    decides_apart = getattr(model, "decides_apart", None)
-    if decides_apart is None or not decides_apart():
+    if not _apart(model):
         return None
     from cdgt_keras.inputs import batch_scorer
 
     return batch_scorer(lambda x: model(x, training=False, deciding=True))
+
+
+def predict_answers(model: Any, data: MultiLabelData, batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the ranking's scores [n, L], the decisions' own [n, L] or None when they are the ranking's), from one
+    pass of the model over the split (`CDGTModel.answers` when its tail decides apart, `predict_probs` else)."""
+    if not _apart(model):
+        return predict_probs(model, data, batch_size), None
+    from cdgt_keras.inputs import batch_scorer
+
+    return batch_scorer(model.answers)(data.features, batch_size)
+
+
+def answer_chunks(model: Any, data: MultiLabelData, batch_size: int,
+                  rows: int | None = None) -> tuple[ScoreChunks, ScoreChunks | None]:
+    """`predict_answers` in re-iterable chunks (`predict_chunks`): (the ranking's chunks, the decisions' or
+    None). Both come from one pass of the model: a chunk of decisions read right after the ranking's chunk of the
+    same rows (as `chunked_report` reads them) is the one that pass kept, not a second prediction; read alone
+    (thresholds tuned on validation), each chunk is predicted once."""
+    if not _apart(model):
+        return predict_chunks(model, data, batch_size, rows), None
+    from cdgt_keras.inputs import batch_scorer
+
+    score = batch_scorer(model.answers)
+    step = rows or chunk_rows(data.num_labels, multiple=batch_size, elements=PREDICT_ELEMENTS)
+    kept: dict[int, np.ndarray] = {}  # the decisions of the ranking's last chunk, by its first row
+
+    def ranking():
+        for start in range(0, data.num_examples, step):
+            ranked, decided = score(data.features[start : start + step], batch_size)
+            kept.clear()
+            kept[start] = decided
+            yield ranked
+
+    def deciding():
+        for start in range(0, data.num_examples, step):
+            decided = kept.pop(start, None)
+            yield decided if decided is not None else score(data.features[start : start + step], batch_size)[1]
+
+    return ranking, deciding
+
+
+def _apart(model: Any) -> bool:
+    """Whether `model`'s decisions are read from scores of their own (`CDGTModel.decides_apart`)."""
+    decides_apart = getattr(model, "decides_apart", None)
+    return decides_apart is not None and bool(decides_apart())
 
 
 def label_groups(train_counts: np.ndarray, num_train: int, config: CDGTConfig) -> tuple:
@@ -129,14 +173,12 @@ def evaluate_model(model, validation: MultiLabelData, test: MultiLabelData, trai
     (default: when a split holds more than DENSE_LIMIT scores; the chunked path predicts test twice, for MAP)."""
     if chunked is None:
         chunked = max(validation.num_examples, test.num_examples) * test.num_labels > DENSE_LIMIT
-    deciding = decision_scorer(model)  # None: the decisions are the ranking's
-    if chunked:
-        apart = [predict_chunks(model, s, config.batch_size, score=deciding) if deciding else None
-                 for s in (validation, test)]
-        return evaluate_chunks(predict_chunks(model, validation, config.batch_size), validation,
-                               predict_chunks(model, test, config.batch_size), test, train_counts, num_train, config,
-                               *apart)
-    apart = [deciding(s.features, config.batch_size) if deciding else None for s in (validation, test)]
-    return evaluate_probs(predict_probs(model, validation, config.batch_size), validation,
-                          predict_probs(model, test, config.batch_size), test, train_counts, num_train, config,
-                          *apart)
+    if chunked:  # each split's ranking and decisions from one pass of the model (`answer_chunks`)
+        (val_chunks, val_deciding), (test_chunks, test_deciding) = (
+            answer_chunks(model, s, config.batch_size) for s in (validation, test))
+        return evaluate_chunks(val_chunks, validation, test_chunks, test, train_counts, num_train, config,
+                               val_deciding, test_deciding)
+    (val_probs, val_deciding), (test_probs, test_deciding) = (
+        predict_answers(model, s, config.batch_size) for s in (validation, test))
+    return evaluate_probs(val_probs, validation, test_probs, test, train_counts, num_train, config, val_deciding,
+                          test_deciding)

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,21 +67,24 @@ def make_dataset(features: np.ndarray | sp.spmatrix, labels: sp.spmatrix | np.nd
     return without_autotuning(ds.batch(batch_size))
 
 
-def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], tf.Tensor]) -> Callable[[np.ndarray | sp.spmatrix, int],
-                                                                                      np.ndarray]:
+def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], Any]) -> Callable[[np.ndarray | sp.spmatrix, int], Any]:
     """`score(x, batch_size)`: `fn`'s output for the rows of `x` (a scipy-sparse or numpy matrix), `batch_size` rows
     at a time, concatenated; `fn` is traced once, for batches of any size (a last, shorter batch does not trace it
-    again). What the training's validation ranking and `settle` score rows with.
+    again). What the training's validation ranking and `settle` score rows with. A `fn` answering with a tuple
+    of tensors (`CDGTModel.answers`) gives a tuple of matrices.
 
         >>> score = batch_scorer(lambda x: tf.sparse.reduce_sum(x, axis=1, keepdims=True))
         >>> score(sp.csr_matrix(np.arange(6.0).reshape(3, 2)), 2).ravel().tolist()
         [1.0, 5.0, 9.0]
+        >>> pair = batch_scorer(lambda x: (tf.sparse.reduce_sum(x, axis=1), -tf.sparse.reduce_sum(x, axis=1)))
+        >>> [part.tolist() for part in pair(sp.csr_matrix(np.arange(6.0).reshape(3, 2)), 2)]
+        [[1.0, 5.0, 9.0], [-1.0, -5.0, -9.0]]
     """
     traced = tf.function(lambda x: fn(x), autograph=False)  # one argument: `fn` may have optional ones (fused_probs)
     concrete: list[Callable] = []
 
-    def score(x: np.ndarray | sp.spmatrix, batch_size: int) -> np.ndarray:
-        parts = []
+    def score(x: np.ndarray | sp.spmatrix, batch_size: int) -> np.ndarray | tuple[np.ndarray, ...]:
+        parts: list[Any] = []
         for i in range(0, max(x.shape[0], 1), batch_size):  # no rows: one empty batch, for the answer's width
             batch = _features_tensor(x[i:i + batch_size])
             if not concrete:
@@ -88,7 +92,8 @@ def batch_scorer(fn: Callable[[tf.Tensor | tf.SparseTensor], tf.Tensor]) -> Call
                 wide = (tf.SparseTensorSpec if isinstance(batch, tf.SparseTensor) else tf.TensorSpec)(
                     [None, *spec.shape[1:]], spec.dtype)
                 concrete.append(traced.get_concrete_function(wide))
-            parts.append(concrete[0](batch).numpy())
-        return np.concatenate(parts)
+            out = concrete[0](batch)
+            parts.append(tuple(t.numpy() for t in out) if isinstance(out, tuple) else out.numpy())
+        return tuple(map(np.concatenate, zip(*parts))) if isinstance(parts[0], tuple) else np.concatenate(parts)
 
     return score

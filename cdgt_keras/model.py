@@ -249,20 +249,42 @@ class CDGTModel(keras.Model):
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 
-    def call(self, inputs: Any, training: bool = False, return_players: bool = False, deciding: bool = False) -> Any:
+    def call(self, inputs: Any, training: bool = False, return_players: bool = False,
+             deciding: bool | str = False) -> Any:
         """The answer [B, L] (with `return_players`, {"fused": it, "players": each player's}); `deciding`: the
         scores the decisions are read from, the tail labels' memories at their `decision_weight` where that is set
-        (config.tail_decisions="own"; `decides_apart`)."""
+        (config.tail_decisions="own"; `decides_apart`); `deciding="both"`: the pair (answer, decisions' scores)
+        from one pass of the network and of each memory layer (`answers`)."""
+        both = deciding == "both"
         contexts = self.contexts(inputs, training)
         if not training and not return_players and self.shortlisted():
-            return self._shortlisted(inputs, contexts, deciding)
+            if both:  # the shortlist itself follows the memories' shares: one network pass per answer
+                ranking = self._shortlisted(inputs, contexts)
+                return ranking, self._shortlisted(inputs, contexts, True) if self._decision_weights() else ranking
+            return self._shortlisted(inputs, contexts, bool(deciding))
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training or not in_portable_graphs())  # the same bits
+        decided, pair = fused, both and self._decision_weights()
         if not training:
             for layer, space in self.memory_layers():
-                fused = _blended(fused, layer, contexts[0] if space == "encoder" else inputs, self.tail_mask,
-                                 deciding)
+                query = contexts[0] if space == "encoder" else inputs
+                if pair:
+                    fused, decided = _blended_pair(fused, decided, layer, query, self.tail_mask)
+                else:
+                    fused = _blended(fused, layer, query, self.tail_mask, deciding is True)
+        if both:
+            return fused, decided if pair else fused
         return {"fused": fused, "players": probs} if return_players else fused
+
+    def answers(self, inputs: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        """(the answer that ranks, the scores the decisions are read from), [B, L] each, from one pass: the
+        network and each memory layer run once, blended at the ranking's and at the decisions' shares. The same
+        tensor twice when no memory layer holds a `decision_weight` (config.tail_decisions="ranking")."""
+        return self(inputs, training=False, deciding="both")
+
+    def _decision_weights(self) -> bool:
+        """Whether some memory layer holds a `decision_weight` (tail_decisions="own"; -1 where it is unset)."""
+        return any(layer.decision_weight is not None for layer, _ in self.memory_layers())
 
     def shortlisted(self) -> bool:
         """Whether predictions read the network at a shortlist of labels (cdgt_keras.shortlist): `shortlist` set
@@ -442,6 +464,18 @@ def _blended(fused: tf.Tensor, layer: Any, query: Any, tail: tf.Tensor, deciding
     every share is 0."""
     share = _share(layer, tail, deciding)
     return tf.cond(tf.reduce_max(share) > 0.0, lambda: (1.0 - share) * fused + share * layer(query), lambda: fused)
+
+
+def _blended_pair(ranking: tf.Tensor, decided: tf.Tensor, layer: Any, query: Any,
+                  tail: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`_blended` of the ranking's running answer and of the decisions' (`deciding=True`), the layer run once."""
+    share, decision_share = _share(layer, tail), _share(layer, tail, deciding=True)
+
+    def both() -> tuple[tf.Tensor, tf.Tensor]:
+        memory = layer(query)
+        return (1.0 - share) * ranking + share * memory, (1.0 - decision_share) * decided + decision_share * memory
+
+    return tf.cond(tf.reduce_max(tf.maximum(share, decision_share)) > 0.0, both, lambda: (ranking, decided))
 
 
 def _share(layer: Any, tail: tf.Tensor, deciding: bool = False) -> tf.Tensor:

@@ -138,10 +138,12 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
         apart = bool(getattr(model, "decides_apart", lambda: False)())
 
         def answers(raw: dict[str, Any]) -> tuple[tf.Tensor, tf.Tensor]:
-            """(the scores that rank, the scores the decisions are read from)."""
+            """(the scores that rank, the scores the decisions are read from), from one pass of the model."""
             x = to_model_input(raw)
+            if apart:
+                return model.answers(x)
             probs = model(x, training=False)
-            return probs, model(x, training=False, deciding=True) if apart else probs
+            return probs, probs
 
         examples_spec = [tf.TensorSpec([None], tf.string, name="examples")]
 

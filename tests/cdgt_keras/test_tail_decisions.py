@@ -13,17 +13,18 @@ from cdgt_keras.chunked_eval import array_chunks, chunked_report
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 from cdgt_keras.evaluation import evaluate_chunks, evaluate_probs, label_groups
+from cdgt_keras.inputs import to_sparse_tensor
 from cdgt_keras.metrics import report
 from cdgt_keras.tail_memory import TailView, blend_all, tune_tail
 from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
 
 
-def _settled_model(tail_memory: str = "own", metric: str = "macro_f1"):
+def _settled_model(tail_memory: str = "own", metric: str = "macro_f1", shortlist: int = 0):
     """The small model of memory_models, with votes in both spaces and centroids, settled with
     tail_decisions="own"."""
     config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_space="both",
                         centroid_features=10, tail_memory=tail_memory, tail_memory_slack=0.0, tail_fraction=0.3,
-                        tail_decisions="own", tail_decisions_metric=metric)
+                        tail_decisions="own", tail_decisions_metric=metric, shortlist=shortlist)
     model, x, _ = settled_model(config)
     return model, x, [model.neighbours, model.encoder_neighbours, model.centroids]
 
@@ -63,8 +64,6 @@ def test_without_the_guard_the_search_keeps_what_the_guard_held_back():
 def test_the_model_ranks_with_the_tails_weights_and_decides_with_its_own_saved_and_loaded(tmp_path):
     import keras
 
-    from cdgt_keras.inputs import to_sparse_tensor
-
     model, x, layers = _settled_model()
     tail = np.flatnonzero(model.tail_mask.numpy())
     assert tail.tolist() == [7, 8, 9]
@@ -95,14 +94,17 @@ def test_the_model_ranks_with_the_tails_weights_and_decides_with_its_own_saved_a
     # the decisions: a layer's own decision weight, else the ranking's tail weight, else the shared one
     decided = by_hand([0.9, 0.6, 0.5])
     assert not np.allclose(ranked[:, tail], decided[:, tail])
-    np.testing.assert_allclose(np.asarray(model(q)), ranked, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(model(q, deciding=True)), decided, atol=1e-5)
     path = str(tmp_path / "m.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.decides_apart()
-    np.testing.assert_allclose(np.asarray(loaded(q)), ranked, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(loaded(q, deciding=True)), decided, atol=1e-5)
+    for m in (model, loaded):
+        np.testing.assert_allclose(np.asarray(m(q)), ranked, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(m(q, deciding=True)), decided, atol=1e-5)
+        # both answers from one pass: the same values as the two calls
+        both = m.answers(q)
+        np.testing.assert_array_equal(np.asarray(both[0]), np.asarray(m(q)))
+        np.testing.assert_array_equal(np.asarray(both[1]), np.asarray(m(q, deciding=True)))
 
 
 def test_a_model_without_the_option_has_no_decision_weights():
@@ -115,6 +117,61 @@ def test_a_model_without_the_option_has_no_decision_weights():
     model = build_trainable(config, np.full(4, 0.25), MemoryShape.for_config(config, x, y))
     assert model.neighbours.decision_weight is None and model.centroids.decision_weight is None
     assert not model.decides_apart()
+    model.neighbours.remember(x, y)
+    ranked, decided = model.answers(to_sparse_tensor(x))
+    assert ranked is decided
+
+
+@pytest.mark.parametrize("shortlist", [0, 4])
+def test_the_evaluation_predicts_both_answers_in_one_pass(shortlist, monkeypatch):
+    """`evaluate_model` (dense and chunked) gives the figures of the two answers predicted apart, and the
+    chunked road predicts each chunk once for ranking and decisions read together (`chunked_report`'s order)."""
+    import cdgt_keras.inputs as inputs
+    from cdgt_keras.evaluation import answer_chunks, evaluate_model, predict_answers
+
+    model, x, _ = _settled_model(shortlist=shortlist)
+    assert model.shortlisted() == bool(shortlist)
+    for layer in (model.neighbours, model.encoder_neighbours, model.centroids):
+        layer.weight.assign(0.3)
+        layer.tail_weight.assign(0.0)
+        layer.decision_weight.assign(0.8)
+    assert model.decides_apart()
+    q = to_sparse_tensor(x)
+    ranked, decided = np.asarray(model(q)), np.asarray(model(q, deciding=True))
+    tail = np.flatnonzero(model.tail_mask.numpy())
+    assert not np.allclose(ranked[:, tail], decided[:, tail])
+    split = _data_split(x)
+    got = predict_answers(model, split, 16)
+    np.testing.assert_allclose(got[0], ranked, atol=1e-6)
+    np.testing.assert_allclose(got[1], decided, atol=1e-6)
+    counts, n = np.asarray(split.labels.sum(0)).ravel(), split.num_examples
+    config = model.cdgt_config
+    want = evaluate_probs(ranked, split, ranked, split, counts, n, config, decided, decided)
+    for chunked in (False, True):
+        result = evaluate_model(model, split, split, counts, n, config, chunked=chunked)
+        np.testing.assert_allclose(result.thresholds, want.thresholds)
+        _same(result.report, want.report)
+    passes = []
+    scorer = inputs.batch_scorer
+
+    def counted(fn):
+        score = scorer(fn)
+        return lambda features, batch_size: passes.append(features.shape[0]) or score(features, batch_size)
+
+    monkeypatch.setattr(inputs, "batch_scorer", counted)
+    ranking, deciding = answer_chunks(model, split, 16, rows=32)
+    for r, d in zip(ranking(), deciding()):  # read together: one pass of 80 rows
+        assert r.shape == d.shape
+    assert passes == [32, 32, 16]
+    assert sum(c.shape[0] for c in deciding()) == 80  # read alone: predicted
+    assert passes == [32, 32, 16] * 2
+
+
+def _data_split(x):
+    rng = np.random.default_rng(5)
+    y = (rng.random((x.shape[0], 10)) < np.linspace(0.5, 0.1, 10)).astype(np.float32)
+    y[0] = 1.0
+    return MultiLabelData(x, sp.csr_matrix(y), [])
 
 
 def _split(seed, n, labels=8):
