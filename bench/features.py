@@ -71,12 +71,13 @@ def _fit_predict(method: Any, config: CDGTConfig, splits: dict[str, Any]) -> tup
 
         out = fit_predict(method.kind, splits)
         return (out.validation_scores, None), (out.test_scores, None), out.train_seconds
-    from cdgt_keras.evaluation import predict_answers
+    from cdgt_keras.evaluation import answer_scorer, predict_answers
     from cdgt_keras.training import fit_model
 
     model, _, seconds = fit_model(config, splits["train"], splits["validation"])
-    return (predict_answers(model, splits["validation"], config.batch_size),
-            predict_answers(model, splits["test"], config.batch_size), seconds)
+    score = answer_scorer(model)
+    return (predict_answers(model, splits["validation"], config.batch_size, score),
+            predict_answers(model, splits["test"], config.batch_size, score), seconds)
 
 
 def run_grid(dataset: str, peer: str, output: Path) -> list[dict[str, Any]]:

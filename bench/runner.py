@@ -184,7 +184,7 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     import keras
 
     from cdgt.bench.measures import player_probs, specialisation
-    from cdgt_keras.evaluation import answer_chunks
+    from cdgt_keras.evaluation import answer_chunks, answer_scorer
     from cdgt_keras.kernels import kernel_status
     from cdgt_keras.training import fit_model
 
@@ -194,12 +194,13 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
     model, history, train_seconds = fit_model(config, train, validation, callbacks=[timer])
     # the scores the decisions are read from, when the tail decides apart (tail_decisions="own"), come from the
     # ranking's pass (`answer_chunks`); None when they are the ranking's
-    ranking, test_deciding = answer_chunks(model, test, config.batch_size)
+    score = answer_scorer(model)  # traced once, for test and validation
+    ranking, test_deciding = answer_chunks(model, test, config.batch_size, score=score)
     test_chunks, predict_seconds = timed_chunks(ranking)
     decide_seconds = [0.0]
     if test_deciding is not None:
         test_deciding, decide_seconds = timed_chunks(test_deciding)
-    val_chunks, val_deciding = answer_chunks(model, validation, config.batch_size)
+    val_chunks, val_deciding = answer_chunks(model, validation, config.batch_size, score=score)
     body = _evaluate(config, data, val_chunks, test_chunks, val_deciding, test_deciding)
     players = player_probs(model, test.features, config.batch_size)
     body["specialisation"] = specialisation(players, model.layout.player_labels, test.labels,

@@ -79,7 +79,7 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
 
     from cdgt.bench.datasets import load_dataset
     from cdgt.bench.runner import write_json
-    from cdgt_keras.evaluation import predict_answers
+    from cdgt_keras.evaluation import answer_scorer, predict_answers
     from cdgt_keras.labels import head_tail_split, label_frequencies
     from cdgt_keras.training import fit_model
 
@@ -88,7 +88,9 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
     config = resolved.config(seed)
     model, _, _ = fit_model(config, train, validation)
     # the F1 metrics read the decisions' scores: the model's own when its tail decides apart (tail_decisions="own")
-    val_probs, test_probs = (_deciding(*predict_answers(model, s, config.batch_size)) for s in (validation, test))
+    score = answer_scorer(model)
+    val_probs, test_probs = (_deciding(*predict_answers(model, s, config.batch_size, score))
+                             for s in (validation, test))
     _, freq = label_frequencies(train.labels, train.num_labels)
     _, tail = head_tail_split(freq, config.head_fraction, config.tail_fraction)
     result = {"dataset": dataset, "method": name, "seed": seed, "config": config.to_dict(),

@@ -52,14 +52,23 @@ def predict_chunks(model, data: MultiLabelData, batch_size: int, rows: int | Non
     """Re-iterable chunks of `predict_probs`: `rows` per chunk (default about 16M scores, whole batches: fewer
     `predict` calls; at 18.6k labels 768 rows, 57 MB of float32). `score(features, batch_size)`: the chunk's
     scores by another function than the model's whole answer (the training's ranking: `inputs.batch_scorer`)."""
-    step = rows or chunk_rows(data.num_labels, multiple=batch_size, elements=PREDICT_ELEMENTS)
-
     def chunks():
-        for start in range(0, data.num_examples, step):
-            part = MultiLabelData(data.features[start : start + step], data.labels[start : start + step], [])
+        for start, stop in row_chunks(data, batch_size, rows):
+            part = MultiLabelData(data.features[start:stop], data.labels[start:stop], [])
             yield predict_probs(model, part, batch_size) if score is None else score(part.features, batch_size)
 
     return chunks
+
+
+def row_chunks(data: MultiLabelData, batch_size: int, rows: int | None = None) -> list[tuple[int, int]]:
+    """(start, stop) of each chunk of `data`'s rows: `rows` a chunk, or about `PREDICT_ELEMENTS` scores in whole
+    batches (`chunk_rows`). What `predict_chunks` and `answer_chunks` cut a split by.
+
+        >>> row_chunks(MultiLabelData(np.zeros((5, 1)), sp.csr_matrix((5, 3)), []), batch_size=2, rows=2)
+        [(0, 2), (2, 4), (4, 5)]
+    """
+    step = rows or chunk_rows(data.num_labels, multiple=batch_size, elements=PREDICT_ELEMENTS)
+    return [(start, min(start + step, data.num_examples)) for start in range(0, data.num_examples, step)]
 
 
 def decision_scorer(model: Any) -> Callable[[Any, int], np.ndarray] | None:
@@ -72,41 +81,50 @@ def decision_scorer(model: Any) -> Callable[[Any, int], np.ndarray] | None:
     return batch_scorer(lambda x: model(x, training=False, deciding=True))
 
 
-def predict_answers(model: Any, data: MultiLabelData, batch_size: int) -> tuple[np.ndarray, np.ndarray | None]:
+def predict_answers(model: Any, data: MultiLabelData, batch_size: int,
+                    score: Callable[[Any, int], Any] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """(the ranking's scores [n, L], the decisions' own [n, L] or None when they are the ranking's), from one
-    pass of the model over the split (`CDGTModel.answers` when its tail decides apart, `predict_probs` else)."""
+    pass of the model over the split (`CDGTModel.answers` when its tail decides apart, `predict_probs` else).
+    `score`: `answer_scorer(model)`, made once for several splits (else made here)."""
     if not _apart(model):
         return predict_probs(model, data, batch_size), None
+    return (score or answer_scorer(model))(data.features, batch_size)
+
+
+def answer_scorer(model: Any) -> Callable[[Any, int], tuple[np.ndarray, np.ndarray]] | None:
+    """`score(features, batch_size)` -> (ranking, decisions) by one pass of `model.answers`, traced once: a caller
+    scoring validation and test (`predict_answers`, `answer_chunks`) builds it once and passes it to both. None
+    when the model's decisions are its ranking's (`_apart`)."""
+    if not _apart(model):
+        return None
     from cdgt_keras.inputs import batch_scorer
 
-    return batch_scorer(model.answers)(data.features, batch_size)
+    return batch_scorer(model.answers)
 
 
-def answer_chunks(model: Any, data: MultiLabelData, batch_size: int,
-                  rows: int | None = None) -> tuple[ScoreChunks, ScoreChunks | None]:
+def answer_chunks(model: Any, data: MultiLabelData, batch_size: int, rows: int | None = None,
+                  score: Callable[[Any, int], Any] | None = None) -> tuple[ScoreChunks, ScoreChunks | None]:
     """`predict_answers` in re-iterable chunks (`predict_chunks`): (the ranking's chunks, the decisions' or
     None). Both come from one pass of the model: a chunk of decisions read right after the ranking's chunk of the
     same rows (as `chunked_report` reads them) is the one that pass kept, not a second prediction; read alone
-    (thresholds tuned on validation), each chunk is predicted once."""
+    (thresholds tuned on validation), each chunk is predicted once. `score`: as in `predict_answers`."""
     if not _apart(model):
         return predict_chunks(model, data, batch_size, rows), None
-    from cdgt_keras.inputs import batch_scorer
-
-    score = batch_scorer(model.answers)
-    step = rows or chunk_rows(data.num_labels, multiple=batch_size, elements=PREDICT_ELEMENTS)
+    score = score or answer_scorer(model)
+    spans = row_chunks(data, batch_size, rows)
     kept: dict[int, np.ndarray] = {}  # the decisions of the ranking's last chunk, by its first row
 
     def ranking():
-        for start in range(0, data.num_examples, step):
-            ranked, decided = score(data.features[start : start + step], batch_size)
+        for start, stop in spans:
+            ranked, decided = score(data.features[start:stop], batch_size)
             kept.clear()
             kept[start] = decided
             yield ranked
 
     def deciding():
-        for start in range(0, data.num_examples, step):
+        for start, stop in spans:
             decided = kept.pop(start, None)
-            yield decided if decided is not None else score(data.features[start : start + step], batch_size)[1]
+            yield decided if decided is not None else score(data.features[start:stop], batch_size)[1]
 
     return ranking, deciding
 
@@ -173,12 +191,13 @@ def evaluate_model(model, validation: MultiLabelData, test: MultiLabelData, trai
     (default: when a split holds more than DENSE_LIMIT scores; the chunked path predicts test twice, for MAP)."""
     if chunked is None:
         chunked = max(validation.num_examples, test.num_examples) * test.num_labels > DENSE_LIMIT
+    score = answer_scorer(model)  # traced once for both splits
     if chunked:  # each split's ranking and decisions from one pass of the model (`answer_chunks`)
         (val_chunks, val_deciding), (test_chunks, test_deciding) = (
-            answer_chunks(model, s, config.batch_size) for s in (validation, test))
+            answer_chunks(model, s, config.batch_size, score=score) for s in (validation, test))
         return evaluate_chunks(val_chunks, validation, test_chunks, test, train_counts, num_train, config,
                                val_deciding, test_deciding)
     (val_probs, val_deciding), (test_probs, test_deciding) = (
-        predict_answers(model, s, config.batch_size) for s in (validation, test))
+        predict_answers(model, s, config.batch_size, score) for s in (validation, test))
     return evaluate_probs(val_probs, validation, test_probs, test, train_counts, num_train, config, val_deciding,
                           test_deciding)

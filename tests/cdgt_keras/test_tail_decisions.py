@@ -165,6 +165,11 @@ def test_the_evaluation_predicts_both_answers_in_one_pass(shortlist, monkeypatch
     assert passes == [32, 32, 16]
     assert sum(c.shape[0] for c in deciding()) == 80  # read alone: predicted
     assert passes == [32, 32, 16] * 2
+    made = []
+    monkeypatch.setattr(inputs, "batch_scorer", lambda fn: made.append(fn) or scorer(fn))
+    for chunked in (False, True):  # validation and test share one scorer, traced once
+        evaluate_model(model, split, split, counts, n, config, chunked=chunked)
+    assert len(made) == 2
 
 
 def _data_split(x):
