@@ -184,14 +184,21 @@ class CDGTModel(keras.Model):
             return [self.shared_encoder(x, training=training)] * self.cdgt_config.n_players
         return [encoder(x, training=training) for encoder in self.player_encoders]
 
-    def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False) -> tf.Tensor:
+    def deep_logits(self, i: int, context: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """Player i's deep head on `context` [B, |L_i|]; in training shifted by the logit adjustment tau *
+        log(freq) (0 unless `logit_adjustment`). What `player_probs` and the residual `wide_loss` read."""
+        return self._adjusted(i, self.heads[i](context, training=training), training)
+
+    def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False,
+                     logits: tf.Tensor | None = None) -> tf.Tensor:
         """pi_i = sigmoid(head_i(context) [+ wide_i(x)]) over player i's labels [B, |L_i|]; with
         `wide_payoff="own"`, the deep head's probability in training (the game's) and the weighted mean of the
         deep and the wide probabilities otherwise (what the player answers); with `"residual"`, the deep head's
-        probability in training and sigmoid(deep + wide) otherwise.
+        probability in training and sigmoid(deep + wide) otherwise. `logits`: `deep_logits(i, context,
+        training)` when already at hand (the training step passes them on to the residual `wide_loss`).
 
         In training the logits carry the logit adjustment tau * log(freq) (0 unless `logit_adjustment`)."""
-        logits = self._adjusted(i, self.heads[i](context, training=training), training)
+        logits = self.deep_logits(i, context, training) if logits is None else logits
         if self.wide[i] is None or (self.cdgt_config.wide_payoff != "joint" and training):
             return tf.sigmoid(logits)
         if self.cdgt_config.wide_payoff != "own":
@@ -234,18 +241,20 @@ class CDGTModel(keras.Model):
             return tf.SparseTensor(kept.indices, kept.values, tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)]))
         return x[:, :n]
 
-    def wide_loss(self, i: int, x: Any, y: tf.Tensor, context: Any = None) -> tf.Tensor:
-        """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), or of the deep head's logits
-        (`context`: the features player i reads; held fixed) plus the wide part's (`"residual"`); 0 under
-        `"joint"`: what the wide part minimises beside the player's J_i (the two share no variable, so each part
-        follows its own objective)."""
+    def wide_loss(self, i: int, x: Any, y: tf.Tensor, deep_logits: tf.Tensor | None = None) -> tf.Tensor:
+        """The BCE of player i's wide part on its own labels (`wide_payoff="own"`), or of the deep head's training
+        logits (`deep_logits`: `deep_logits(i, context, training=True)` of the step's forward pass; held fixed)
+        plus the wide part's (`"residual"`); 0 under `"joint"`: what the wide part minimises beside the player's
+        J_i (the two share no variable, so each part follows its own objective)."""
         payoff = self.cdgt_config.wide_payoff
         if self.wide[i] is None or payoff == "joint":
             return tf.constant(0.0)
-        logits = self._wide_logits(i, x, masked=payoff == "residual")
         if payoff == "residual":
-            logits = tf.stop_gradient(self.heads[i](context, training=True)) + logits
-        probs = tf.sigmoid(self._adjusted(i, logits, True))
+            if deep_logits is None:
+                raise ValueError(f"player {i + 1}'s wide part is residual: wide_loss needs the deep head's logits")
+            probs = tf.sigmoid(tf.stop_gradient(deep_logits) + self._wide_logits(i, x, masked=True))
+        else:
+            probs = tf.sigmoid(self._adjusted(i, self._wide_logits(i, x), True))
         own_y = tf.gather(y, self.rules.player_label_ids[i], axis=1)
         return tf.reduce_mean(obj.binary_cross_entropy(own_y, probs))
 

@@ -79,7 +79,8 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor, sparse_y: tf.SparseTenso
     shared, reuse = model.shared_variables(), reuses_first_forward(model)
     with tf.GradientTape(persistent=reuse) as first:
         contexts = model.contexts(x, training=True)  # the encoder runs once
-        first_probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
+        deep = [model.deep_logits(i, c, training=True) for i, c in enumerate(contexts)]
+        first_probs = [model.player_probs(i, c, x, True, deep[i]) for i, c in enumerate(contexts)]
         terms = model.game(y, first_probs, contexts, beta)
         shared_loss = -terms.potential * scale
     shared_grads = first.gradient(shared_loss, shared) if shared else []
@@ -94,18 +95,19 @@ def cyclic_step(model: CDGTModel, x: Any, y: tf.Tensor, sparse_y: tf.SparseTenso
         tape = first if reuse else tf.GradientTape()
         with tape:
             if reuse and i == 0 and model.turns is None:  # nothing has moved since the first pass: J_1 is its own
-                objective, read = terms.objective[0], fixed_ctx[i]  # read: what player i read
+                objective, logits = terms.objective[0], deep[i]  # logits: player i's deep head, as it played
             else:
                 ctx = list(fixed_ctx)
                 live = list(probs)
                 if reuse:
-                    live[i] = first_probs[i]
+                    live[i], logits = first_probs[i], deep[i]
                 else:
                     ctx[i] = own_context(i)
-                    live[i] = model.player_probs(i, ctx[i], x, training=True)
+                    logits = model.deep_logits(i, ctx[i], training=True)
+                    live[i] = model.player_probs(i, ctx[i], x, True, logits)
                 own_y = y if sparse_y is None or model.turns is None else sparse_y
-                objective, read = model.turn_objective(i, own_y, live, ctx, beta, reran=True), ctx[i]
-            loss = (model.wide_loss(i, x, y, read) - objective) * scale
+                objective = model.turn_objective(i, own_y, live, ctx, beta, reran=True)
+            loss = (model.wide_loss(i, x, y, logits) - objective) * scale
         variables = model.player_variables(i)
         model.player_optimizers[i].apply_gradients(zip(tape.gradient(loss, variables), variables))
         if i < n - 1:  # later players see player i's new parameters (where they read it: `rerun_probs`)
@@ -122,8 +124,9 @@ def simultaneous_gradients(model: CDGTModel, x: Any, y: tf.Tensor) -> tuple[list
     scale, beta, n = _replica_scale(), model.beta_now(), model.cdgt_config.n_players
     with tf.GradientTape(persistent=True) as tape:
         contexts = model.contexts(x, training=True)
-        probs = [model.player_probs(i, c, x, training=True) for i, c in enumerate(contexts)]
-        players_loss = tf.add_n([model.wide_loss(i, x, y, contexts[i])
+        deep = [model.deep_logits(i, c, training=True) for i, c in enumerate(contexts)]
+        probs = [model.player_probs(i, c, x, True, deep[i]) for i, c in enumerate(contexts)]
+        players_loss = tf.add_n([model.wide_loss(i, x, y, deep[i])
                                  - model.turn_objective(i, y, probs, contexts, beta) for i in range(n)]) * scale
         terms = model.game(y, probs, contexts, beta)
         shared_loss = -terms.potential * scale
@@ -156,8 +159,9 @@ def player_gradients(model: CDGTModel, x: Any, y: tf.Tensor, training: bool = Fa
     for i in range(model.cdgt_config.n_players):
         with tf.GradientTape() as tape:
             contexts = model.contexts(x, training=training)
-            probs = [model.player_probs(j, c, x, training=training) for j, c in enumerate(contexts)]
-            value = model.player_objective(i, y, probs, contexts, beta) - model.wide_loss(i, x, y, contexts[i])
+            deep = [model.deep_logits(j, c, training=training) for j, c in enumerate(contexts)]
+            probs = [model.player_probs(j, c, x, training, deep[j]) for j, c in enumerate(contexts)]
+            value = model.player_objective(i, y, probs, contexts, beta) - model.wide_loss(i, x, y, deep[i])
         out.append(tape.gradient(value, model.player_variables(i)))
     return out
 

@@ -102,7 +102,7 @@ def test_the_residual_loss_is_the_bce_of_the_sum_and_moves_the_wide_part_alone()
     expected = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))  # hand-computed BCE
     with tf.GradientTape() as tape:
         contexts = model.contexts(X, training=True)
-        loss = model.wide_loss(1, X, tf.constant(Y), contexts[1])
+        loss = model.wide_loss(1, X, tf.constant(Y), model.deep_logits(1, contexts[1], training=True))
     np.testing.assert_allclose(float(loss), expected, rtol=1e-4)
     deep_variables = model.heads[1].trainable_variables + model.shared_encoder.trainable_variables
     grads = tape.gradient(loss, [*deep_variables, model.wide[1].kernel])
@@ -126,3 +126,32 @@ def test_a_residual_model_trains_and_is_saved(tmp_path):
     loaded = keras.models.load_model(tmp_path / "m.keras")
     x = split(4).features.toarray()
     np.testing.assert_allclose(np.asarray(loaded(x)), np.asarray(model(x)), rtol=1e-5)
+
+
+def test_the_residual_loss_asks_for_the_deep_logits():
+    model = _model(wide_payoff="residual")
+    with pytest.raises(ValueError, match="player 2's wide part is residual"):
+        model.wide_loss(1, X, tf.constant(Y))
+
+
+def test_a_cyclic_step_moves_each_residual_wide_part_by_its_bce_gradient_at_the_batch_start():
+    """Player i's residual wide part steps on the BCE of sigmoid(deep_i + wide_i) with the deep head as it stood
+    when player i played (the first pass's logits: nothing moves head i before its turn), hand-computed."""
+    from cdgt_keras import train_step as steps
+
+    lr = 0.5
+    model = _model(wide_payoff="residual", schedule="cyclic")
+    model.player_optimizers = [keras.optimizers.SGD(lr) for _ in range(2)]
+    model.compile(optimizer=keras.optimizers.SGD(lr))
+    model(X)
+    expected = []
+    for i in range(2):
+        deep = model.heads[i](model.contexts(X, training=True)[i], training=True).numpy()
+        p = _sigmoid(deep + model._wide_logits(i, X).numpy())
+        error = (p - Y[:, model.rules.player_label_ids[i]]) * model.wide_scale[i] / (X.shape[0] * p.shape[1])
+        assert np.abs(X.T @ error).max() > 1e-3  # a step that moves the part
+        expected.append(model.wide[i].kernel.numpy() - lr * X.T @ error)
+        assert model.wide[i].bias is None  # the deep head's bias serves the sum
+    steps.cyclic_step(model, tf.constant(X), tf.constant(Y))
+    for i, kernel in enumerate(expected):
+        np.testing.assert_allclose(model.wide[i].kernel.numpy(), kernel, rtol=1e-5, atol=1e-6)
