@@ -45,6 +45,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "tail_decisions_metric": ("macro_f1", "rare_f1"),
     "head_precision": ("float32", "bfloat16", "bfloat16_backward"),
     "memory_tuning_metric": ("p_at_k", "psp_at_k", "p_then_psp_at_k"),
+    "logit_adjustment_prior": ("frequency", "propensity"),
 }
 
 __all__ = ["CHOICES", "DEFAULT_PRESET", "PRESETS", "CDGTConfig", "parse_assignments", "read_config_file"]
@@ -181,6 +182,10 @@ class CDGTConfig:
     # Logit adjustment (Menon et al. 2021): the training loss sees each player's logits shifted by
     # tau * log(freq), the served scores are the unshifted ones, so a rare label scores higher than its prior.
     logit_adjustment: float = 0.0
+    # The prior that shift reads: "frequency", log(freq); "propensity", log of Jain et al.'s propensity of the
+    # label's training count (psp_a, psp_b below), about 0 for every frequent label, so the adjustment lifts the
+    # rare labels without reordering the frequent ones among themselves.
+    logit_adjustment_prior: str = "frequency"
     # Neighbour votes (cdgt_keras/neighbours.py): the model keeps the featurized training rows and answers
     # (1 - w) p_hat + w votes, where votes are the label lists of the `neighbours` training rows nearest (cosine)
     # to the input, weighted by their similarity; w is the value of `neighbour_weights` with the best validation

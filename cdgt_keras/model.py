@@ -117,8 +117,9 @@ class CDGTModel(keras.Model):
         self.turns = build_turns(self.layout, fusion_weights(self.layout, cfg.fusion, cfg.core_weight),
                                  self.rules.payoff_tables.rarity_w, self.rules.payoff_tables.focal_gamma) \
             if turns_apply(cfg.fusion, self.rules.fused_payoff, self.rules.disagreement_idle) else None
-        log_prior = np.log(_floored(self.label_freq))
-        self.logit_shift = [tf.constant((cfg.logit_adjustment * log_prior[p]).astype(np.float32))
+        prior = obj.log_prior(self.label_freq, cfg.logit_adjustment_prior, self.num_train, cfg.psp_a, cfg.psp_b) \
+            if cfg.logit_adjustment > 0 else np.zeros(self.num_labels)
+        self.logit_shift = [tf.constant((cfg.logit_adjustment * prior[p]).astype(np.float32))
                             for p in self.layout.player_labels]
 
     def _trackers(self, n: int) -> None:
@@ -186,7 +187,8 @@ class CDGTModel(keras.Model):
 
     def deep_logits(self, i: int, context: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Player i's deep head on `context` [B, |L_i|]; in training shifted by the logit adjustment tau *
-        log(freq) (0 unless `logit_adjustment`). What `player_probs` and the residual `wide_loss` read."""
+        log(prior) (0 unless `logit_adjustment`; the prior: `logit_adjustment_prior`). What `player_probs` and
+        the residual `wide_loss` read."""
         return self._adjusted(i, self.heads[i](context, training=training), training)
 
     def player_probs(self, i: int, context: tf.Tensor, x: Any = None, training: bool = False,
@@ -197,7 +199,7 @@ class CDGTModel(keras.Model):
         probability in training and sigmoid(deep + wide) otherwise. `logits`: `deep_logits(i, context,
         training)` when already at hand (the training step passes them on to the residual `wide_loss`).
 
-        In training the logits carry the logit adjustment tau * log(freq) (0 unless `logit_adjustment`)."""
+        In training the logits carry the logit adjustment tau * log(prior) (0 unless `logit_adjustment`)."""
         logits = self.deep_logits(i, context, training) if logits is None else logits
         if self.wide[i] is None or (self.cdgt_config.wide_payoff != "joint" and training):
             return tf.sigmoid(logits)
@@ -508,16 +510,10 @@ def _player_optimizer(config: CDGTConfig, player: int, epsilon: float) -> LazyAd
     return optimizer
 
 
-def _floored(freq: np.ndarray) -> np.ndarray:
-    """Label frequencies with a label never seen counted as half as frequent as the rarest seen one."""
-    positive = freq[freq > 0]
-    return np.maximum(freq, positive.min() / 2 if positive.size else 1e-6)
-
-
 def _prior_odds(freq: np.ndarray) -> np.ndarray:
-    """log(freq / (1 - freq)) per label (frequencies floored as `_floored`, capped at 1/2): the output biases
+    """log(freq / (1 - freq)) per label (frequencies floored as `objectives.floored`, capped at 1/2): the output biases
     under which every label starts at its training frequency."""
-    f = np.minimum(_floored(freq), 0.5)
+    f = np.minimum(obj.floored(freq), 0.5)
     return np.log(f / (1.0 - f)).astype(np.float32)
 
 

@@ -56,6 +56,44 @@ def rarity_weights(freq: np.ndarray, kind: str = "paper", clip: float = 10.0, nu
     return np.minimum(raw / raw.mean(), clip).astype(np.float32)
 
 
+def log_prior(freq: np.ndarray, kind: str = "frequency", num_train: int = 0, psp_a: float = 0.55,
+              psp_b: float = 1.5) -> np.ndarray:
+    """Each label's log prior (float64 [L]), what the logit adjustment shifts a training logit by (times tau).
+
+    `frequency`: log(freq) (Menon et al. 2021), a label never seen counted as half as frequent as the rarest seen
+    one. `propensity`: log(p_l), Jain et al.'s propensity of the label's count freq * `num_train` (`psp_a`,
+    `psp_b`: the PSP@k metric's): near 0 for every frequent label, so the frequent labels keep their order among
+    themselves (the top of the ranking) while the rare ones are lifted by about what PSP@k's weights 1 / p_l ask.
+
+        >>> [round(float(v), 3) for v in log_prior(np.array([0.5, 0.01]))]
+        [-0.693, -4.605]
+        >>> # counts 50 and 1 of 100 rows: propensities 0.5942 and 0.2171 (cdgt_keras.metrics.propensities)
+        >>> [round(float(v), 3) for v in log_prior(np.array([0.5, 0.01]), "propensity", num_train=100)]
+        [-0.52, -1.527]
+    """
+    freq = np.asarray(freq, dtype=np.float64)
+    if kind == "propensity":
+        if num_train < 1:
+            raise ValueError("logit_adjustment_prior='propensity' needs the number of training rows (num_train), "
+                             f"got {num_train}")
+        return np.log(propensities(freq * num_train, num_train, psp_a, psp_b))
+    if kind != "frequency":
+        raise ValueError(f"logit_adjustment_prior={kind!r} is not allowed; choose one of "
+                         f"{list(CHOICES['logit_adjustment_prior'])}")
+    return np.log(floored(freq))
+
+
+def floored(freq: np.ndarray) -> np.ndarray:
+    """Label frequencies with a label never seen counted as half as frequent as the rarest seen one.
+
+        >>> floored(np.array([0.2, 0.0, 0.05])).tolist()
+        [0.2, 0.025, 0.05]
+    """
+    freq = np.asarray(freq, dtype=np.float64)
+    positive = freq[freq > 0]
+    return np.maximum(freq, positive.min() / 2 if positive.size else 1e-6)
+
+
 def _clip(p: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(p, EPS, 1.0 - EPS)
 

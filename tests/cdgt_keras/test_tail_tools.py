@@ -47,6 +47,28 @@ def test_logit_adjustment_shifts_only_the_training_logits_by_tau_log_freq():
                                atol=2e-4)
 
 
+def test_the_propensity_prior_shifts_the_training_logits_by_tau_log_propensity():
+    """tau * log(p_l), p_l = 1 / (1 + C (N_l + B)^-A), C = (log M - 1)(B + 1)^A (Jain et al.), hand-computed."""
+    keras.utils.set_random_seed(0)
+    config = CDGTConfig(n_players=2, overlap=0.0, encoder_hidden=(4,), head_hidden=(), dropout=0.0,
+                        logit_adjustment=0.5, logit_adjustment_prior="propensity")
+    model = CDGTModel(config, FREQ, num_train=200)
+    x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)
+    context = model.contexts(x)[1]
+    served = np.asarray(model.player_probs(1, context, x, training=False))
+    trained = np.asarray(model.player_probs(1, context, x, training=True))
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    counts = FREQ[model.layout.player_labels[1]] * 200
+    propensity = 1 / (1 + (np.log(200) - 1) * 2.5 ** 0.55 * (counts + 1.5) ** -0.55)
+    np.testing.assert_allclose(logit(trained) - logit(served), np.broadcast_to(0.5 * np.log(propensity), served.shape),
+                               atol=2e-4)
+    assert np.ptp(np.log(propensity)) > 0.1  # the labels are shifted apart
+    with pytest.raises(ValueError, match="num_train"):
+        CDGTModel(config, FREQ)
+    with pytest.raises(ValueError, match="logit_adjustment_prior"):
+        CDGTConfig(logit_adjustment_prior="uniform")
+
+
 def test_logit_adjustment_is_off_by_default_and_bounded():
     model = _model()
     x = np.ones((2, 6), np.float32)
