@@ -50,9 +50,7 @@ def rarity_weights(freq: np.ndarray, kind: str = "paper", clip: float = 10.0, nu
         return np.ones_like(freq, dtype=np.float32)
     if kind not in ("inverse_sqrt", "inverse"):
         raise ValueError(f"rarity={kind!r} is not allowed; choose one of {list(CHOICES['rarity'])}")
-    positive = freq[freq > 0]
-    floor = positive.min() / 2 if positive.size else 1.0
-    raw = np.maximum(freq, floor) ** (-0.5 if kind == "inverse_sqrt" else -1.0)
+    raw = floored(freq) ** (-0.5 if kind == "inverse_sqrt" else -1.0)
     return np.minimum(raw / raw.mean(), clip).astype(np.float32)
 
 
