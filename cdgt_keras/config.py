@@ -290,10 +290,12 @@ class CDGTConfig:
     # BERT checkpoint (config.json, vocab.txt, model.safetensors). It carries meaning that texts with no word in
     # common share; on 2 cores it costs about 10 ms a text in training (batched) and 21 ms a served text. Each text
     # is cut at `text_embedding_tokens` word pieces; the columns are the L2-normalised embedding x
-    # `text_embedding_scale`.
+    # `text_embedding_scale`. With `text_embedding_lead_tokens` > 0, a second block of the same width embeds the
+    # text's first that many word pieces on their own (an entry's name and first sentence), at a little more cost.
     text_embedding: str = ""
     text_embedding_tokens: int = 128
     text_embedding_scale: float = 1.0
+    text_embedding_lead_tokens: int = 0
     # Decisions and evaluation (SPEC §1, §4, §7)
     thresholds: str = "per_label"
     min_threshold_positives: int = 5
@@ -401,6 +403,9 @@ class CDGTConfig:
         _check(self.text_prefixes >= 0, "text_prefixes", self.text_prefixes, "an integer >= 0 (0: no prefixes)")
         _check(3 <= self.text_embedding_tokens <= 512, "text_embedding_tokens", self.text_embedding_tokens,
                "an integer in [3, 512]")
+        _check(self.text_embedding_lead_tokens == 0 or 3 <= self.text_embedding_lead_tokens
+               < self.text_embedding_tokens, "text_embedding_lead_tokens", self.text_embedding_lead_tokens,
+               f"0 (no lead block) or an integer in [3, text_embedding_tokens={self.text_embedding_tokens})")
         _check(self.text_embedding_scale > 0 and math.isfinite(self.text_embedding_scale), "text_embedding_scale",
                self.text_embedding_scale, "a finite number > 0")
         _check(self.memory_tuning_k >= 1, "memory_tuning_k", self.memory_tuning_k, "an integer >= 1")

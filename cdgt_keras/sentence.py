@@ -140,16 +140,19 @@ class SentenceEncoder:
             x = self._norm(self._dense(inner, f"{at}.output.dense") + x, f"{at}.output.LayerNorm")
         return x
 
-    def embed(self, texts: Any, own_tables: bool = False, chunk: int = 64) -> Any:
+    def embed(self, texts: Any, own_tables: bool = False, chunk: int = 64, max_tokens: int = 0) -> Any:
         """A [B] string tensor -> float32 [B, width]: the masked mean of the last layer, L2-normalised
-        (`own_tables`: the tokeniser's, see WordPiece.__call__).
+        (`own_tables`: the tokeniser's, see WordPiece.__call__; `max_tokens`: a shorter cut than the encoder's, 0
+        for its own).
 
         The texts are encoded `chunk` at a time, shortest first, each chunk cut to its longest text: a large
         batch (the TFX Transform's, a served batch) then costs what its texts' lengths cost, not every text at the
         batch's longest. Padding never changes a text's embedding (it gets no attention and no weight)."""
         import tensorflow as tf
 
-        ids, mask = self.tokenizer(texts, self.max_tokens, own_tables)
+        if not 0 <= max_tokens <= self.max_tokens or 0 < max_tokens < 3:
+            raise ValueError(f"sentence encoder: max_tokens {max_tokens} is not 0 or in [3, {self.max_tokens}]")
+        ids, mask = self.tokenizer(texts, max_tokens or self.max_tokens, own_tables)
         lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int32)
         order = tf.argsort(lengths, stable=True)
         n = tf.shape(ids)[0]
@@ -174,19 +177,23 @@ class SentenceEncoder:
             tf.reduce_sum(mask, axis=1, keepdims=True), 1e-9)
         return pooled / tf.maximum(tf.norm(pooled, axis=1, keepdims=True), 1e-12)
 
-    @functools.cached_property
-    def _embed_function(self) -> Any:
+    @functools.lru_cache(maxsize=4)  # noqa: B019 (one encoder per process: cdgt_keras.text_embedding.encoder)
+    def _embed_function(self, max_tokens: int) -> Any:
         import tensorflow as tf
 
-        return tf.function(self.embed, input_signature=[tf.TensorSpec([None], tf.string)])
+        return tf.function(functools.partial(self.embed, max_tokens=max_tokens),
+                           input_signature=[tf.TensorSpec([None], tf.string)])
 
-    def embed_all(self, texts: Sequence[str], batch_size: int = 64, progress: Any = None) -> np.ndarray:
-        """Embed a list of texts eagerly, shortest first in batches (little padding), in the input's order."""
+    def embed_all(self, texts: Sequence[str], batch_size: int = 64, progress: Any = None,
+                  max_tokens: int = 0) -> np.ndarray:
+        """Embed a list of texts eagerly, shortest first in batches (little padding), in the input's order
+        (`max_tokens` as in `embed`)."""
         order = np.argsort([len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.width), np.float32)
+        function = self._embed_function(max_tokens)
         for start in range(0, len(texts), batch_size):
             rows = order[start:start + batch_size]
-            out[rows] = self._embed_function(np.asarray([texts[i] for i in rows], dtype=object)).numpy()
+            out[rows] = function(np.asarray([texts[i] for i in rows], dtype=object)).numpy()
             if progress is not None:
                 progress(min(start + batch_size, len(texts)), len(texts))
         return out

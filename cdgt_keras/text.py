@@ -47,7 +47,8 @@ _PART_SEPARATORS = r"[.\-_]+"  # inside a token: `libfoo-dev`, `e.g`, `snake_cas
 
 # The CDGTConfig fields the text featurizer reads (TextOptions.from_config): what decides a text set's features.
 TEXT_CONFIG_FIELDS = ("vocabulary_size", "text_ngrams", "text_min_df", "text_sublinear_tf", "text_identifier_parts",
-                      "text_prefixes", "text_embedding", "text_embedding_tokens", "text_embedding_scale")
+                      "text_prefixes", "text_embedding", "text_embedding_tokens", "text_embedding_scale",
+                      "text_embedding_lead_tokens")
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,15 @@ class TextOptions:
     embedding: str = ""  # "" = none; a known sentence encoder's name or a BERT checkpoint's directory
     embedding_tokens: int = 128
     embedding_scale: float = 1.0
+    embedding_lead_tokens: int = 0  # > 0: a second embedding block, of the first that many word pieces
 
     @classmethod
     def from_config(cls, config: Any) -> TextOptions:
         return cls(ngrams=config.text_ngrams, sublinear_tf=config.text_sublinear_tf, min_df=config.text_min_df,
                    max_features=config.vocabulary_size, identifier_parts=config.text_identifier_parts,
                    prefixes=config.text_prefixes, embedding=config.text_embedding,
-                   embedding_tokens=config.text_embedding_tokens, embedding_scale=config.text_embedding_scale)
+                   embedding_tokens=config.text_embedding_tokens, embedding_scale=config.text_embedding_scale,
+                   embedding_lead_tokens=config.text_embedding_lead_tokens)
 
     def terms(self, texts: Any) -> Any:
         """`tokens` of `texts` under these options: the one call every road makes, so an option reaches them all."""
@@ -283,9 +286,9 @@ class TextFeaturizer:
         rows = self._tfidf_rows(texts, batch_size)
         if not self.options.embedding:
             return rows
-        from cdgt_keras.text_embedding import embed_texts
+        from cdgt_keras.text_embedding import embedding_rows
 
-        vectors = embed_texts(self.options, list(texts)) * np.float32(self.options.embedding_scale)
+        vectors = embedding_rows(self.options, list(texts))
         return sp.hstack([sp.csr_matrix(vectors), rows], format="csr", dtype=np.float32)
 
     def trackables(self) -> dict[str, Any]:

@@ -4,6 +4,8 @@ With `text_embedding` set, a text's features are [embedding x text_embedding_sca
 encoder's L2-normalised vector (cdgt_keras.sentence, all-MiniLM-L6-v2 by default: 384 columns) first, then the
 TF-IDF vocabulary, in every path (`cdgt train`, the bench, the TFX Transform, the exported model). The TF-IDF
 carries the rare keyword -> label links; the embedding carries meaning shared by texts with no word in common.
+With `text_embedding_lead_tokens` > 0 the embedding has a second block: the text's first that many word pieces
+embedded on their own (a catalogue entry's name and first sentence), after the block of the whole cut.
 
 Encoding is the costly part (on 2 cores at 128 tokens, about 10 ms a text in batches, 21 ms a served text), so
 `embed_texts` keeps each list of texts' embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed
@@ -42,19 +44,28 @@ def encoder(name: str, max_tokens: int) -> SentenceEncoder:
     return SentenceEncoder(model_directory(name), max_tokens)
 
 
+def cuts(options: Any) -> tuple[int, ...]:
+    """The word-piece cuts embedded, one block of columns each: the whole cut, then the lead's (when on)."""
+    lead = getattr(options, "embedding_lead_tokens", 0)
+    return (options.embedding_tokens, lead) if lead else (options.embedding_tokens,)
+
+
 def embedding_width(options: Any) -> int:
-    """Columns the embedding adds: the checkpoint's hidden size (config.json only), 0 without an embedding."""
+    """Columns the embedding adds: the checkpoint's hidden size (config.json only) per cut, 0 without one."""
     if not options.embedding:
         return 0
     with open(os.path.join(model_directory(options.embedding), "config.json"), encoding="utf-8") as handle:
-        return int(json.load(handle)["hidden_size"])
+        return int(json.load(handle)["hidden_size"]) * len(cuts(options))
 
 
 def embedding_columns(options: Any, texts: Any, own_tables: bool = False) -> Any:
     """A [B] string tensor -> tf.SparseTensor [B, width] of scale x embedding (graph-safe: serving and the TFX
     Transform run this; the Transform with `own_tables`, see cdgt_keras.wordpiece.WordPiece.__call__)."""
+    import tensorflow as tf
+
     model = encoder(options.embedding, options.embedding_tokens)
-    vectors = model.embed(texts, own_tables) * options.embedding_scale
+    blocks = [model.embed(texts, own_tables, max_tokens=cut) for cut in cuts(options)]
+    vectors = (blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)) * options.embedding_scale
     return _dense_to_sparse(vectors)
 
 
@@ -75,22 +86,31 @@ def prepend(columns: Any, tfidf: Any) -> Any:
     return tf.sparse.reorder(tf.sparse.concat(1, [columns, tfidf]))
 
 
-def _cache_path(options: Any, texts: Sequence[str]) -> str:
+def _cache_path(options: Any, texts: Sequence[str], cut: int) -> str:
     directory = model_directory(options.embedding)
     weights = os.path.join(directory, "model.safetensors")
     digest = hashlib.sha256()
-    digest.update(f"{os.path.realpath(weights)}\0{os.path.getsize(weights)}\0{options.embedding_tokens}\0".encode())
+    digest.update(f"{os.path.realpath(weights)}\0{os.path.getsize(weights)}\0{cut}\0".encode())
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
     root = os.environ.get("CDGT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cdgt")
     return os.path.join(root, "embeddings", digest.hexdigest() + ".npy")
 
 
-def embed_texts(options: Any, texts: Sequence[str]) -> np.ndarray:
-    """Unscaled embeddings of `texts`, float32 [n, width], from the disk cache or encoded now (with progress on
-    stderr for long lists)."""
+def embedding_rows(options: Any, texts: Sequence[str]) -> np.ndarray:
+    """The rows of `embedding_columns` for a list of texts, float32 [n, embedding_width] (scaled), every cut's
+    block from the disk cache or encoded now."""
     texts = [str(t) for t in texts]
-    path = _cache_path(options, texts)
+    blocks = [embed_texts(options, texts, cut) for cut in cuts(options)]
+    return np.hstack(blocks) * np.float32(options.embedding_scale)
+
+
+def embed_texts(options: Any, texts: Sequence[str], cut: int = 0) -> np.ndarray:
+    """Unscaled embeddings of `texts` read to `cut` word pieces (0: `options.embedding_tokens`), float32
+    [n, width], from the disk cache or encoded now (with progress on stderr for long lists)."""
+    texts = [str(t) for t in texts]
+    cut = cut or options.embedding_tokens
+    path = _cache_path(options, texts, cut)
     if os.path.exists(path):
         cached = np.load(path)
         if cached.shape[0] == len(texts):
@@ -101,10 +121,10 @@ def embed_texts(options: Any, texts: Sequence[str]) -> np.ndarray:
     def progress(done: int, total: int) -> None:
         if total >= 2000 and (done - shown[0] >= every or done == total):
             shown[0], seconds = done, time.perf_counter() - start
-            print(f"text_embedding: encoded {done:,}/{total:,} texts in {seconds:.0f} s "
+            print(f"text_embedding: encoded {done:,}/{total:,} texts to {cut} word pieces in {seconds:.0f} s "
                   f"({done / max(seconds, 1e-9):.0f} a second, shortest first)", file=sys.stderr, flush=True)
 
-    vectors = model.embed_all(texts, progress=progress)
+    vectors = model.embed_all(texts, progress=progress, max_tokens=0 if cut == options.embedding_tokens else cut)
     if not np.all(np.isfinite(vectors)):
         raise ValueError(f"text_embedding {options.embedding!r}: non-finite embeddings")
     os.makedirs(os.path.dirname(path), exist_ok=True)

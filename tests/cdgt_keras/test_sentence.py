@@ -82,6 +82,10 @@ def test_config_rejects_bad_embedding_fields():
         CDGTConfig(text_embedding_tokens=2)
     with pytest.raises(ValueError, match="text_embedding_scale"):
         CDGTConfig(text_embedding_scale=0.0)
+    for lead in (2, 64, 100):  # under 3, or not shorter than the whole cut
+        with pytest.raises(ValueError, match="text_embedding_lead_tokens"):
+            CDGTConfig(text_embedding_tokens=64, text_embedding_lead_tokens=lead)
+    assert TextOptions.from_config(CDGTConfig(text_embedding_lead_tokens=32)).embedding_lead_tokens == 32
     options = TextOptions.from_config(CDGTConfig(text_embedding="x", text_embedding_tokens=64,
                                                  text_embedding_scale=2.0))
     assert (options.embedding, options.embedding_tokens, options.embedding_scale) == ("x", 64, 2.0)
@@ -121,7 +125,8 @@ def test_long_lists_show_progress_and_keep_the_input_order(tmp_path, monkeypatch
     texts = [("a text editor " * (i % 5)).strip() for i in range(2000)]  # lengths interleaved
     vectors = embed_texts(options, texts)
     lines = capsys.readouterr().err.strip().splitlines()
-    assert 2 <= len(lines) <= 10 and lines[-1].startswith("text_embedding: encoded 2,000/2,000 texts in ")
+    assert 2 <= len(lines) <= 10
+    assert lines[-1].startswith("text_embedding: encoded 2,000/2,000 texts to 8 word pieces in ")
     alone = embed_texts(options, texts[:5])  # encoded apart, in a batch of their own
     np.testing.assert_allclose(vectors[:5], alone, atol=1e-6)
 
@@ -142,3 +147,21 @@ def test_a_batch_is_encoded_in_chunks_shortest_first_and_returned_in_order(tmp_p
     traced = tf.function(lambda t: encoder.embed(t, chunk=4), input_signature=[tf.TensorSpec([None], tf.string)])
     np.testing.assert_allclose(traced(tf.constant(texts)).numpy(), alone, atol=1e-6)
     assert traced(tf.constant([], tf.string)).shape == (0, 8)
+
+
+def test_the_lead_block_is_the_texts_first_pieces_embedded_apart_after_the_whole_cut(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
+    directory = _tiny_checkpoint(str(tmp_path / "bert"))
+    train = ["a text editor, a text editor. editors", "a text viewer", "editors of text", "a viewer"]
+    whole = TextOptions(ngrams=1, min_df=2, embedding=directory, embedding_tokens=12, embedding_scale=2.0)
+    lead = replace(whole, embedding_lead_tokens=4)
+    fit, without = Featurizer.fit("text", train, lead), Featurizer.fit("text", train, whole)
+    assert fit.width == 8 + without.width
+    fast = fit.transform(train).toarray()
+    np.testing.assert_allclose(fast[:, :8], without.transform(train).toarray()[:, :8], atol=1e-7)
+    np.testing.assert_allclose(fast[:, 16:], without.transform(train).toarray()[:, 8:], atol=1e-7)
+    short = SentenceEncoder(directory, max_tokens=4).embed(tf.constant(train)).numpy()  # an encoder cut at 4
+    np.testing.assert_allclose(fast[:, 8:16], 2.0 * short, atol=1e-6)
+    assert not np.allclose(fast[0, :8], fast[0, 8:16], atol=1e-3)  # the first text runs past 4 pieces
+    graph = tf.sparse.to_dense(fit.tensor(tf.constant(train))).numpy()
+    np.testing.assert_allclose(graph, fast, atol=1e-6)

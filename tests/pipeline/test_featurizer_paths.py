@@ -87,18 +87,22 @@ def test_text_features_agree_on_every_path(options: TextOptions):
     assert np.allclose(np.linalg.norm(fast.toarray()[0]), 1.0) and fast[1].nnz == 0 and fast[2].nnz == 0
 
 
-def test_text_features_with_a_sentence_embedding_agree_on_every_path(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lead", [0, 5])
+def test_text_features_with_a_sentence_embedding_agree_on_every_path(tmp_path, monkeypatch, lead):
     """With `text_embedding` (a tiny random BERT here; tests/cdgt_keras/test_sentence.py holds the real one to
-    torch): the embedding's columns, then the TF-IDF, the same on every road."""
+    torch): the embedding's columns (with `lead`, a second block: the first 5 word pieces apart), then the TF-IDF,
+    the same on every road."""
     from cdgt_keras.sentence import _tiny_checkpoint
 
     monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
     options = replace(OPTIONS, embedding=_tiny_checkpoint(str(tmp_path / "bert")), embedding_tokens=16,
-                      embedding_scale=1.5)
+                      embedding_scale=1.5, embedding_lead_tokens=lead)
     fit = Featurizer.fit("text", np.array(TRAIN, dtype=object), options)
     fast = fit.transform(np.array(TEST, dtype=object)).toarray()
-    assert fit.width == 8 + len(fit.text.vocabulary)
-    np.testing.assert_allclose(np.linalg.norm(fast[:, :8], axis=1), 1.5, atol=1e-5)  # every text, "" included
+    blocks = 2 if lead else 1
+    assert fit.width == 8 * blocks + len(fit.text.vocabulary)
+    for block in range(blocks):  # every text, "" included
+        np.testing.assert_allclose(np.linalg.norm(fast[:, 8 * block:8 * block + 8], axis=1), 1.5, atol=1e-5)
 
     transformed, vocabulary = _tft_transform(
         [{"text": t} for t in TRAIN], [{"text": t} for t in TEST], {"text": tf.io.FixedLenFeature([], tf.string)},
