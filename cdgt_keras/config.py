@@ -414,7 +414,7 @@ class CDGTConfig:
                "an integer >= 0")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
         _check(0.0 <= self.input_dropout < 1.0, "input_dropout", self.input_dropout, "a number in [0, 1)")
-        _check(0.0 <= self.logit_adjustment <= 2.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 2]")
+        _check(0.0 <= self.logit_adjustment <= 4.0, "logit_adjustment", self.logit_adjustment, "a number in [0, 4]")
         _check(self.min_threshold_positives >= 1, "min_threshold_positives", self.min_threshold_positives, ">= 1")
         _check(self.threshold_prior > 0, "threshold_prior", self.threshold_prior, "a number > 0")
         _check(self.threshold_shared_positives >= 0, "threshold_shared_positives", self.threshold_shared_positives,

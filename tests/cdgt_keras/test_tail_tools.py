@@ -77,6 +77,8 @@ def test_logit_adjustment_is_off_by_default_and_bounded():
                                   model.player_probs(0, context, x, training=False))
     with pytest.raises(ValueError, match="logit_adjustment"):
         CDGTConfig(logit_adjustment=-1.0)
+    with pytest.raises(ValueError, match="logit_adjustment"):
+        CDGTConfig(logit_adjustment=4.5)
 
 
 def test_the_wide_part_learns_at_wide_learning_rate():
