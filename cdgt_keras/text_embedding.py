@@ -46,7 +46,7 @@ def encoder(name: str, max_tokens: int) -> SentenceEncoder:
 
 def cuts(options: Any) -> tuple[int, ...]:
     """The word-piece cuts embedded, one block of columns each: the whole cut, then the lead's (when on)."""
-    lead = getattr(options, "embedding_lead_tokens", 0)
+    lead = options.embedding_lead_tokens
     return (options.embedding_tokens, lead) if lead else (options.embedding_tokens,)
 
 
@@ -124,7 +124,7 @@ def embed_texts(options: Any, texts: Sequence[str], cut: int = 0) -> np.ndarray:
             print(f"text_embedding: encoded {done:,}/{total:,} texts to {cut} word pieces in {seconds:.0f} s "
                   f"({done / max(seconds, 1e-9):.0f} a second, shortest first)", file=sys.stderr, flush=True)
 
-    vectors = model.embed_all(texts, progress=progress, max_tokens=0 if cut == options.embedding_tokens else cut)
+    vectors = model.embed_all(texts, progress=progress, max_tokens=cut)
     if not np.all(np.isfinite(vectors)):
         raise ValueError(f"text_embedding {options.embedding!r}: non-finite embeddings")
     os.makedirs(os.path.dirname(path), exist_ok=True)
