@@ -221,6 +221,9 @@ def _run_cdgt(spec: RunSpec, data: BenchData) -> dict[str, Any]:
         body["tail_memory"] = dataclasses.asdict(model.tail_choice)
     if getattr(model, "decision_choice", None) is not None:
         body["tail_decisions"] = dataclasses.asdict(model.decision_choice)
+    if getattr(model, "rerank_exponent", None) is not None:  # config rerank_slack: the exponent and its table
+        body["reranking"] = {"exponent": float(model.rerank_exponent.numpy()), f"validation_p_and_psp_gain_at_{k}": {
+            str(a): list(row) for a, row in getattr(model, "rerank_tuning", {}).items()}}
     # the test split's prediction: the ranking's pass (with the decisions' own, when they are apart, from it)
     body["timing"] = {"train_seconds": train_seconds, "inference_seconds": predict_seconds[0] + decide_seconds[0],
                       "epoch_seconds": timer.seconds, "epochs_run": len(timer.seconds)}

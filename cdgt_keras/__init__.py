@@ -42,6 +42,9 @@ _LAZY = {
     "TailView": "cdgt_keras.tail_memory",
     "tune_tail": "cdgt_keras.tail_memory",
     "tune_tail_fold_mean": "cdgt_keras.tail_memory",
+    "reranked_np": "cdgt_keras.reranking",
+    "pick_exponent": "cdgt_keras.reranking",
+    "tune_reranking": "cdgt_keras.reranking",
     "report": "cdgt_keras.metrics",
     "format_report": "cdgt_keras.metrics",
 }

@@ -186,6 +186,14 @@ class CDGTConfig:
     # label's training count (psp_a, psp_b below), about 0 for every frequent label, so the adjustment lifts the
     # rare labels without reordering the frequent ones among themselves.
     logit_adjustment_prior: str = "frequency"
+    # Propensity re-ranking (cdgt_keras/reranking.py), tuned after the memories: the ranking orders each row's labels
+    # by p x (propensity_min / propensity)^a, the row's most probable label kept first (P@1 unchanged), so the other
+    # slots lean towards rarer labels that are nearly as probable (ranking by p / propensity is PSP@k's optimal rule,
+    # by p P@k's). a is the value of `rerank_exponents` with the best validation PSP@k among those that cost
+    # validation P@k (k: memory_tuning_k) at most `rerank_slack` (a fraction: 0.003 = 0.3 points); 0 = off. The
+    # decisions (thresholds, F1) read the scores before re-ranking.
+    rerank_slack: float = 0.0
+    rerank_exponents: tuple[float, ...] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
     # Neighbour votes (cdgt_keras/neighbours.py): the model keeps the featurized training rows and answers
     # (1 - w) p_hat + w votes, where votes are the label lists of the `neighbours` training rows nearest (cosine)
     # to the input, weighted by their similarity; w is the value of `neighbour_weights` with the best validation
@@ -314,7 +322,8 @@ class CDGTConfig:
     def __post_init__(self) -> None:
         for name in ("encoder_hidden", "head_hidden"):
             object.__setattr__(self, name, _tuple_of(name, getattr(self, name), int))
-        for name in ("player_learning_rates", "neighbour_weights", "centroid_weights", "label_text_weights"):
+        for name in ("player_learning_rates", "neighbour_weights", "centroid_weights", "label_text_weights",
+                     "rerank_exponents"):
             values = _tuple_of(name, getattr(self, name), float)
             if not all(math.isfinite(r) for r in values):
                 raise ValueError(f"{name}={values!r} is not allowed; expected finite numbers")
@@ -372,6 +381,9 @@ class CDGTConfig:
                "label_text_weights", self.label_text_weights, "one or more numbers in [0, 1]")
         _check(0.0 <= self.memory_tuning_slack <= 1.0, "memory_tuning_slack", self.memory_tuning_slack,
                "a number in [0, 1]")
+        _check(0.0 <= self.rerank_slack <= 1.0, "rerank_slack", self.rerank_slack, "a number in [0, 1]")
+        _check(len(self.rerank_exponents) > 0 and all(0.0 < a <= 4.0 for a in self.rerank_exponents),
+               "rerank_exponents", self.rerank_exponents, "one or more numbers in (0, 4]")
         _check(0.0 <= self.tail_memory_slack <= 1.0, "tail_memory_slack", self.tail_memory_slack,
                "a number in [0, 1]")
         _check(self.tail_memory_folds >= 1, "tail_memory_folds", self.tail_memory_folds, "an integer >= 1")

@@ -30,6 +30,8 @@ from cdgt_keras.game import Game, GameTerms
 from cdgt_keras.kernels import in_portable_graphs
 from cdgt_keras.labels import head_tail_split
 from cdgt_keras.layout import PlayerLayout
+from cdgt_keras.metrics import propensities
+from cdgt_keras.reranking import rerank_log_weights, reranked
 from cdgt_keras.sparse import LazyAdam, SparseDense
 from cdgt_keras.turns import build_turns, turn_objective, turns_apply
 
@@ -106,6 +108,10 @@ class CDGTModel(keras.Model):
         self.player_optimizers = [_player_optimizer(cfg, i, epsilon) for i in range(n)]
         self.beta_anneal_steps = keras.Variable(0.0, trainable=False, name="beta_anneal_steps")
         self.served_rows: sl.ServedRows | None = None  # the heads' copy for the shortlist's "rows" road
+        # The propensity re-ranking's exponent (config rerank_slack): 0 until `settle` tunes it, so training, its
+        # validation ranking and the memories' tuning read the plain answer
+        self.rerank_exponent = keras.Variable(0.0, trainable=False, name="rerank_exponent") \
+            if cfg.rerank_slack > 0 else None
         self._tables(cfg)
         self._trackers(n)
 
@@ -121,6 +127,11 @@ class CDGTModel(keras.Model):
             if cfg.logit_adjustment > 0 else np.zeros(self.num_labels)
         self.logit_shift = [tf.constant((cfg.logit_adjustment * prior[p]).astype(np.float32))
                             for p in self.layout.player_labels]
+        if cfg.rerank_slack > 0 and self.num_train < 1:
+            raise ValueError("rerank_slack > 0 needs the number of training rows (num_train) for the propensities")
+        self.rerank_log_weights = tf.constant(rerank_log_weights(propensities(
+            self.label_freq * self.num_train, self.num_train, cfg.psp_a, cfg.psp_b)).astype(np.float32)) \
+            if cfg.rerank_slack > 0 else None
 
     def _trackers(self, n: int) -> None:
         names = ["loss", "payoff", "potential", "kl_head", "kl_tail"]
@@ -271,8 +282,10 @@ class CDGTModel(keras.Model):
         if not training and not return_players and self.shortlisted():
             if both:  # the shortlist itself follows the memories' shares: one network pass per answer
                 ranking = self._shortlisted(inputs, contexts)
-                return ranking, self._shortlisted(inputs, contexts, True) if self._decision_weights() else ranking
-            return self._shortlisted(inputs, contexts, bool(deciding))
+                return self._ranked(ranking), \
+                    self._shortlisted(inputs, contexts, True) if self._decision_weights() else ranking
+            answer = self._shortlisted(inputs, contexts, bool(deciding))
+            return answer if deciding else self._ranked(answer)
         probs = [self.player_probs(i, c, inputs, training) for i, c in enumerate(contexts)]
         fused = self.fusion(probs, contexts, kernel=training or not in_portable_graphs())  # the same bits
         decided, pair = fused, both and self._decision_weights()
@@ -284,14 +297,27 @@ class CDGTModel(keras.Model):
                 else:
                     fused = _blended(fused, layer, query, self.tail_mask, deciding is True)
         if both:
-            return fused, decided if pair else fused
-        return {"fused": fused, "players": probs} if return_players else fused
+            return (fused if training else self._ranked(fused)), decided if pair else fused
+        if return_players:
+            return {"fused": fused, "players": probs}
+        return fused if training or deciding else self._ranked(fused)
 
     def answers(self, inputs: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """(the answer that ranks, the scores the decisions are read from), [B, L] each, from one pass: the
         network and each memory layer run once, blended at the ranking's and at the decisions' shares. The same
         tensor twice when no memory layer holds a `decision_weight` (config.tail_decisions="ranking")."""
         return self(inputs, training=False, deciding="both")
+
+    def _ranked(self, scores: tf.Tensor) -> tf.Tensor:
+        """The ranking's answer: `scores` re-ranked by propensity (cdgt_keras.reranking) when config rerank_slack is
+        set, at the exponent `settle` tuned (0 before: the scores themselves); the decisions never read it."""
+        if self.rerank_exponent is None:
+            return scores
+        return reranked(scores, self.rerank_log_weights, self.rerank_exponent)
+
+    def reranks(self) -> bool:
+        """Whether the ranking is re-ranked by propensity: config rerank_slack set and a tuned exponent > 0."""
+        return self.rerank_exponent is not None and float(self.rerank_exponent.numpy()) > 0.0
 
     def _decision_weights(self) -> bool:
         """Whether some memory layer holds a `decision_weight` (tail_decisions="own"; -1 where it is unset)."""
@@ -305,8 +331,8 @@ class CDGTModel(keras.Model):
     def decides_apart(self) -> bool:
         """Whether the decisions are read from scores of their own (`call(..., deciding=True)`): the config's
         tail_decisions="own" and some memory layer's `decision_weight` set (>= 0) by `settle`."""
-        return any(layer.decision_weight is not None and float(layer.decision_weight.numpy()) >= 0.0
-                   for layer, _ in self.memory_layers())
+        return self.reranks() or any(layer.decision_weight is not None and float(layer.decision_weight.numpy())
+                                     >= 0.0 for layer, _ in self.memory_layers())
 
     def _shortlisted(self, inputs: Any, contexts: list[tf.Tensor], deciding: bool = False) -> tf.Tensor:
         """The answer a * p_hat + m with p_hat read at each row's shortlist alone (cdgt_keras.shortlist)."""

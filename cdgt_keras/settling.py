@@ -35,6 +35,7 @@ from cdgt_keras.centroids import centroid_matrix
 from cdgt_keras.inputs import batch_scorer
 from cdgt_keras.metrics import propensities
 from cdgt_keras.postings import cap_lists
+from cdgt_keras.reranking import tune_reranking
 from cdgt_keras.tail_memory import blend
 
 # Validation's scores [n, L] (the model's own answer, the answer with the layers tuned so far, each label table's)
@@ -109,12 +110,14 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     blends them, with the ones before it in (returns the first's validation P@k per weight), then, with the votes
     in, the label centroids' weight over the config's `centroid_weights` (cdgt_keras.centroids), then the label
     texts' over `label_text_weights` (`label_features`, [L, F]: cdgt_keras.label_text); with `tail_memory="own"`,
-    last, the tail labels' own weights (`settle_tail`). `centroids`: the training split's label centroids, when the
-    caller has made them already (`centroid_matrix`, for the model's shape). A model with no memory is left as is."""
+    the tail labels' own weights (`settle_tail`); last, the propensity re-ranking's exponent (config rerank_slack:
+    `cdgt_keras.reranking.tune_reranking`). `centroids`: the training split's label centroids, when the caller has
+    made them already (`centroid_matrix`, for the model's shape). A model with no memory gets the last alone."""
     voters, tables = model.vote_layers(), _remember_tables(model, train_x, train_y, label_features, centroids)
     config = model.cdgt_config
     k = config.memory_tuning_k
     if not voters and not tables:
+        tune_reranking(model, val_x, val_y, batch_size, rows)
         return {}
     weights = tuning_weights(config, train_y)
     slack = config.memory_tuning_slack if config.memory_tuning_metric == "p_then_psp_at_k" else None
@@ -176,6 +179,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
                 yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
+    tune_reranking(model, val_x, val_y, batch_size, rows)  # last: it re-ranks the answer the memories made
     return first_tables[0] if first_tables else {}
 
 

@@ -107,6 +107,8 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
         "num_labels_without_train_positive": int((counts == 0).sum()),
         "num_head_labels": int(evaluation.head_labels.size),
         "num_tail_labels": int(evaluation.tail_labels.size),
+        "rerank_exponent": float(model.rerank_exponent.numpy()) if getattr(model, "rerank_exponent", None) is not None
+        else 0.0,  # the propensity re-ranking the ranking's metrics read (config rerank_slack; 0: none)
     }
     write_json(output / "thresholds.json", {"mode": config.thresholds,
                                              "thresholds": np.asarray(evaluation.thresholds).tolist()})

@@ -46,6 +46,7 @@ from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
 from cdgt_keras.records import in_id_order
+from cdgt_keras.reranking import tune_reranking
 from cdgt_keras.resume import epoch_batches
 from cdgt_keras.settling import settle
 from cdgt_keras.text import TextOptions
@@ -233,10 +234,13 @@ def run_fn(fn_args: Any) -> None:
                   eval_dataset(val_records, parse, config.batch_size) if config.validation_objective else None,
                   steps, epochs, start, callbacks, early, setup.averaging)
 
-    if remembered:
+    if remembered or config.rerank_slack > 0:  # settle: the memories, then the propensity re-ranking
         val_features = collect_features(val_records, no_labels)
-        settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size,
-               label_features=label_x, centroids=centroids)
+        if remembered:
+            settle(model, *remembered, val_features, val_labels, config.neighbour_weights, config.batch_size,
+                   label_features=label_x, centroids=centroids)
+        else:
+            tune_reranking(model, val_features, val_labels, config.batch_size)
     deciding = decision_scorer(model)  # the tail decides apart (tail_decisions="own"): thresholds on its scores
     if deciding is not None:
         val_probs = deciding(val_features, config.batch_size)

@@ -186,9 +186,15 @@ def _write_saved_model(model: Any, export_dir: str, label_names: Sequence[str], 
     _write_metadata(export_dir, {"label_names": list(label_names), "thresholds": np.asarray(thresholds).tolist(),
                                  "feature_kind": feature_kind, "input_width": int(input_width), "top_k": k,
                                  "blessing_label_count": len(ids), "signatures": sorted(signatures),
-                                 "decisions_apart": apart,
+                                 "decisions_apart": apart, "rerank_exponent": _rerank_exponent(model),
                                  **(metadata or {})})
     return export_dir
+
+
+def _rerank_exponent(model: Any) -> float:
+    """The propensity re-ranking's exponent the ranking's scores carry (config rerank_slack; 0: none)."""
+    variable = getattr(model, "rerank_exponent", None)
+    return 0.0 if variable is None else float(variable.numpy())
 
 
 def export_serving_model(model: Any, tf_transform_output: Any, export_dir: str, label_names: Sequence[str],

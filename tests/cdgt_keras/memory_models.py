@@ -24,7 +24,8 @@ def settled_model(config: CDGTConfig) -> tuple[Any, sp.csr_matrix, sp.csr_matrix
     x = sp.random(80, 30, density=0.2, format="csr", random_state=0, dtype=np.float64)
     x.data = rng.random(x.nnz) + 0.1
     y = sp.csr_matrix((rng.random((80, 10)) < np.linspace(0.5, 0.05, 10)).astype(np.float32))
-    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.for_config(config, x, y))
+    model = build_trainable(config, np.asarray(y.mean(0)).ravel() + 0.01, MemoryShape.for_config(config, x, y),
+                            num_train=x.shape[0])
     model.build((None, x.shape[1]))
     settle(model, x, y, x, y, config.neighbour_weights, batch_size=16, rows=32)
     return model, x, y

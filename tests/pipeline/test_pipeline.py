@@ -18,11 +18,14 @@ import tensorflow as tf
 
 from cdgt.pipeline.cli import main
 from cdgt.pipeline.local_runner import run_summary, validation_failures
+from cdgt.serving.export import read_metadata
 
 NAME = "cdgt-synthetic"
 # Small and quick to learn: about 25 s of training on 2 cores.
+# rerank_slack: both roads tune the propensity re-ranking after settle, and the pipeline's evaluation reads the
+# re-ranked ranking and the plain decisions from the export (2 points of validation P@5 allowed, so that it acts)
 CONFIG = ["--set", "epochs=6", "--set", "learning_rate=0.005", "--set", "batch_size=128",
-          "--set", "encoder_hidden=64", "--set", "head_hidden=32"]
+          "--set", "encoder_hidden=64", "--set", "head_hidden=32", "--set", "rerank_slack=0.02"]
 COMPONENTS = ("ImportExampleGen", "ShardCheck", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "SchemaGate",
               "Transform", "LabelStatsGen", "CdgtTrainer", "Evaluator", "MultiLabelEvaluator", "Pusher")
 
@@ -106,13 +109,16 @@ def test_pushed_model_answers_raw_input_on_both_signatures(first, out):
     assert {"serving_default", "predict"} <= set(loaded.signatures)
     files = glob.glob(str(out / "data" / "synthetic" / "test" / "*.tfrecord.gz"))
     serialized = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8)))
-    scores = loaded.signatures["serving_default"](examples=serialized)["scores"].numpy()
+    served = loaded.signatures["serving_default"](examples=serialized)
+    # the ranking's scores are re-ranked by propensity (CONFIG's rerank_slack), the decisions read their own
+    scores, deciding = served["scores"].numpy(), served["decision_scores"].numpy()
     raw = tf.io.parse_example(serialized, {"features": tf.io.FixedLenFeature([64], tf.float32)})["features"]
     predicted = loaded.signatures["predict"](features=raw)
     assert scores.shape == (8, 100)
     np.testing.assert_allclose(predicted["scores"].numpy(), scores, atol=1e-6)
+    np.testing.assert_array_equal(np.argmax(scores, 1), np.argmax(deciding, 1))  # the first label is kept
     thresholds = loaded.thresholds.numpy()
-    np.testing.assert_array_equal(predicted["decisions"].numpy(), (scores > thresholds[None, :]).astype(np.int32))
+    np.testing.assert_array_equal(predicted["decisions"].numpy(), (deciding > thresholds[None, :]).astype(np.int32))
     assert loaded.label_names.numpy()[0] == b"label_000"
 
 
@@ -185,3 +191,7 @@ def test_cdgt_train_on_the_built_data_trains_the_same_model(first, out, tmp_path
     for group in ("overall", "head", "tail"):
         for metric, value in piped[group].items():
             assert trained[group][metric] == pytest.approx(value, abs=1e-6), (group, metric)
+    # the propensity re-ranking acted on both roads, at the same exponent
+    exponent = json.loads((tmp_path / "train" / "metrics.json").read_text())["rerank_exponent"]
+    pushed = read_metadata(first.artifacts["PushedModel"]["properties"]["pushed_destination"])
+    assert exponent > 0 and pushed["rerank_exponent"] == pytest.approx(exponent) and pushed["decisions_apart"]
