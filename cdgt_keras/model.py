@@ -305,7 +305,8 @@ class CDGTModel(keras.Model):
     def answers(self, inputs: Any) -> tuple[tf.Tensor, tf.Tensor]:
         """(the answer that ranks, the scores the decisions are read from), [B, L] each, from one pass: the
         network and each memory layer run once, blended at the ranking's and at the decisions' shares. The same
-        tensor twice when no memory layer holds a `decision_weight` (config.tail_decisions="ranking")."""
+        tensor twice when no memory layer holds a `decision_weight` (config.tail_decisions="ranking") and the
+        ranking is not re-ranked by propensity (config rerank_slack: the first re-ranked, the second plain)."""
         return self(inputs, training=False, deciding="both")
 
     def _ranked(self, scores: tf.Tensor) -> tf.Tensor:
@@ -330,7 +331,8 @@ class CDGTModel(keras.Model):
 
     def decides_apart(self) -> bool:
         """Whether the decisions are read from scores of their own (`call(..., deciding=True)`): the config's
-        tail_decisions="own" and some memory layer's `decision_weight` set (>= 0) by `settle`."""
+        tail_decisions="own" and some memory layer's `decision_weight` set (>= 0) by `settle`, or the ranking
+        re-ranked by propensity (`reranks`: config rerank_slack), which the decisions never read."""
         return self.reranks() or any(layer.decision_weight is not None and float(layer.decision_weight.numpy())
                                      >= 0.0 for layer, _ in self.memory_layers())
 
