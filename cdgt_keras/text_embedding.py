@@ -37,6 +37,9 @@ import numpy as np
 
 from cdgt_keras.sentence import SentenceEncoder, model_directory
 
+# 2: texts padded to a multiple of PAD_MULTIPLE (cdgt_keras.sentence), so the bits differ from version 1's
+_CACHE_VERSION = 2
+
 
 @functools.lru_cache(maxsize=4)
 def encoder(name: str, max_tokens: int) -> SentenceEncoder:
@@ -90,7 +93,7 @@ def _cache_path(options: Any, texts: Sequence[str], cut: int) -> str:
     directory = model_directory(options.embedding)
     weights = os.path.join(directory, "model.safetensors")
     digest = hashlib.sha256()
-    digest.update(f"{os.path.realpath(weights)}\0{os.path.getsize(weights)}\0{cut}\0".encode())
+    digest.update(f"{_CACHE_VERSION}\0{os.path.realpath(weights)}\0{os.path.getsize(weights)}\0{cut}\0".encode())
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
     root = os.environ.get("CDGT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cdgt")

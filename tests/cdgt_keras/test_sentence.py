@@ -149,6 +149,28 @@ def test_a_batch_is_encoded_in_chunks_shortest_first_and_returned_in_order(tmp_p
     assert traced(tf.constant([], tf.string)).shape == (0, 8)
 
 
+def test_chunks_hold_texts_of_one_padded_length():
+    lengths = tf.constant([8, 8, 8, 16, 16, 24, 24, 24, 24, 24])
+    starts = SentenceEncoder._chunk_starts(lengths, chunk=2).numpy()
+    assert np.flatnonzero(starts).tolist() == [0, 2, 3, 5, 7, 9]
+    assert SentenceEncoder._chunk_starts(tf.constant([], tf.int32), chunk=2).shape == (0,)
+
+
+def test_a_texts_embedding_is_the_same_to_the_bit_in_any_batch(minilm):
+    """The roads batch differently (`cdgt train` 64 texts by length, the Transform Beam's batches, serving the
+    caller's): padded to a multiple of 8 word pieces, a text's numbers do not depend on its neighbours."""
+    rng = np.random.default_rng(0)
+    words = "the text editor for python3 gtk3 x11 c++ real-time audio network daemon of and a".split()
+    texts = [" ".join(rng.choice(words, rng.integers(0, 40))) for _ in range(40)] + [""]
+    traced = tf.function(lambda t: minilm.embed(t, chunk=3), input_signature=[tf.TensorSpec([None], tf.string)])
+    reference = minilm.embed_all(texts, batch_size=64)
+    for batch in (1, 5):
+        np.testing.assert_array_equal(minilm.embed_all(texts[:12], batch_size=batch), reference[:12])
+    np.testing.assert_array_equal(traced(tf.constant(texts[::-1])).numpy()[::-1], reference)
+    short = minilm.embed_all(texts, batch_size=7, max_tokens=12)
+    np.testing.assert_array_equal(minilm.embed_all(texts[3:9], max_tokens=12), short[3:9])
+
+
 def test_the_lead_block_is_the_texts_first_pieces_embedded_apart_after_the_whole_cut(tmp_path, monkeypatch):
     monkeypatch.setenv("CDGT_CACHE_DIR", str(tmp_path / "cache"))
     directory = _tiny_checkpoint(str(tmp_path / "bert"))
