@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cdgt.bench.methods import PEERS, resolve
 from cdgt.bench.runner import RunSpec
-from cdgt.pipeline.datasets import DATASETS, parse_name
+from cdgt.pipeline.datasets import text_features
 from cdgt_keras.text import TEXT_CONFIG_FIELDS
 
 BASELINES = ("bce", "single_predictor", "no_curiosity", "focal", "asl", "rarity_bce")
@@ -202,7 +202,11 @@ LEARNER = (*_AT_F27[:_LEARNER_F27.index("recommended") + 1], _before_r32("recomm
            *_AT_F27[_LEARNER_F27.index("recommended") + 1:])
 
 
-_MAIN = ("recommended", _before_r34("recommended"), *(_before_r32(name) for name in (
+# The embedding's columns the text preset reads (two blocks: 128 and 32 word pieces), given to the peers too so that
+# every method of a text set's comparison also runs on the same features (round 59).
+TEXT_COLUMNS = "text_embedding=all-MiniLM-L6-v2,text_embedding_lead_tokens=32"
+_MAIN = ("recommended", "recommended_text", *(f"{peer}[{TEXT_COLUMNS}]" for peer in PEERS),
+         _before_r34("recommended"), *(_before_r32(name) for name in (
     "recommended", f"recommended[{_R22}]", f"recommended[{_R20}]", f"recommended[{_EPS7}]",
     f"recommended[{_EPS7},label_documents=false]", f"recommended[{_EPS7},label_text=false]",
     f"recommended[{_EPS7},label_text=false,tail_memory=shared]",
@@ -295,14 +299,16 @@ def expand(experiment: Experiment, *, datasets: Sequence[str] | None = None, met
         for name in methods or experiment.methods:
             method = resolve(name)
             row = method.name
-            if methods is None and not _has_text(dataset) and set(dict(method.overrides)) & set(TEXT_CONFIG_FIELDS):
-                continue  # a row of the text sets' features: on a set without text it is another row's run
+            if methods is None and not text_features(dataset) and _reads_text(method):
+                continue  # a row of the text sets' features: on a set without text it is another row's run, or none
             if epochs is not None and "early_stopping_patience=0" not in row:
                 method = method.with_overrides(epochs=epochs)
             specs += [RunSpec(dataset, method, seed, row) for seed in range(seeds or experiment.seeds)]
     return specs
 
 
-def _has_text(dataset: str) -> bool:
-    """Whether `dataset` (a registered name or its -R variant) is featurized from text."""
-    return DATASETS[parse_name(dataset)[0]].format == "debian"
+def _reads_text(method) -> bool:
+    """Whether a method sets a text option (its overrides or its preset, as `recommended_text`'s embedding)."""
+    if set(dict(method.overrides)) & set(TEXT_CONFIG_FIELDS):
+        return True
+    return method.kind == "cdgt" and bool(method.config().text_embedding)

@@ -16,7 +16,7 @@ import numpy as np
 
 from cdgt.bench import plots
 from cdgt.bench.aggregate import Summary, aggregate, runs_of
-from cdgt.bench.experiments import EXPERIMENTS, expand
+from cdgt.bench.experiments import EXPERIMENTS, TEXT_COLUMNS, expand
 from cdgt.bench.learner_report import LEARNER_COLUMNS, section_learner
 from cdgt.bench.methods import PEERS
 from cdgt.bench.paired import section_paired
@@ -24,6 +24,9 @@ from cdgt.bench.research import section_research
 from cdgt.bench.runner import load_results
 from cdgt.bench.verdicts import all_verdicts, md_table, overhead_rows, pct
 from cdgt_keras.metrics import HEADLINE_METRICS
+
+SHIPPED = ("recommended", "recommended_text")  # the command line's defaults: on raw text, the second
+TEXT_PEERS = tuple(f"{peer}[{TEXT_COLUMNS}]" for peer in PEERS)  # the peers on recommended_text's columns
 
 Table = dict[tuple[str, str], Summary]
 DECISIONS = [("Micro-F1", "overall/micro_f1"), ("Macro-F1", "overall/macro_f1"), ("Rare-F1", "overall/rare_f1"),
@@ -136,12 +139,13 @@ def section_summary(table: Table) -> list[str]:
             best = max(present, key=lambda r: table[(d, r)].mean[key]) if present else None
             value = table[(d, best)].mean[key] if best else 0.0
             cells.append(f"{best} {pct(value)}" if value > 0 else "- (all 0)")
-        for ours in ("recommended", "cdgt"):
+        for ours in (*SHIPPED, "cdgt"):
             summary = table.get((d, ours))
             cells.append(" / ".join(_cell(summary, k).split(" ±")[0] for _, k in keys) if summary else "-")
         out.append(cells)
     names = " / ".join(HEADLINE_METRICS.values())
-    head = ["data", *(f"best {n}" for n, _ in keys), f"recommended (shipped) {names}", f"cdgt (paper's form) {names}"]
+    head = ["data", *(f"best {n}" for n, _ in keys), f"recommended (shipped) {names}",
+            f"recommended_text (shipped on text) {names}", f"cdgt (paper's form) {names}"]
     return ["## Summary: the best method per data set", "", *md_table(head, out), ""] if out else []
 
 
@@ -151,13 +155,15 @@ def section_peers(table: Table) -> list[str]:
              "(~) marks a difference within the larger std; exact ties (e.g. both 0) are left out. Both sides' "
              "decisions (F1 metrics) are compared under the shipped preset's threshold rule (`recommended`: shrunk, "
              "with the labels of 20 or more validation positives on the pooled threshold; every run is scored under "
-             "it too; a run made before that rule existed has no F1 to compare).", ""]
+             "it too; a run made before that rule existed has no F1 to compare). On the text sets the shipped "
+             "default is `recommended_text`, compared with each peer as it ships (TF-IDF) and on its own columns "
+             f"(`{TEXT_COLUMNS}`: the sentence embedding before the TF-IDF).", ""]
     datasets = sorted({d for d, r in table if r in PEERS})
-    lines += [_command("main", datasets, 3, ["recommended", "rarity_bce", *PEERS]), ""]
+    lines += [_command("main", datasets, 3, [*SHIPPED, "rarity_bce", *PEERS, *TEXT_PEERS]), ""]
     rows = []
     for d in datasets:
-        for ours, rule in (("recommended", "shipped"), ("rarity_bce", "per_label")):
-            for peer in PEERS:
+        for ours, rule in (("recommended", "shipped"), ("recommended_text", "shipped"), ("rarity_bce", "per_label")):
+            for peer in (*PEERS, *(TEXT_PEERS if ours == "recommended_text" else ())):
                 if (d, ours) in table and (d, peer) in table:
                     wins, losses = _compare(table[(d, ours)], table[(d, peer)], f"{rule}:")
                     rows.append([d, ours, peer, rule, ", ".join(wins) or "-", ", ".join(losses) or "-"])
@@ -352,7 +358,7 @@ def write_report(output: Path) -> list[Path]:
     results = load_results(output / "results")
     table = aggregate(results)
     plot_dir, written = output / "plots", []
-    main_rows = ("recommended", "cdgt", "bce", "rarity_bce", "no_curiosity", "focal", "asl", *PEERS)
+    main_rows = (*SHIPPED, "cdgt", "bce", "rarity_bce", "no_curiosity", "focal", "asl", *PEERS)
     pngs = plots.tail_pr_plots(results, plot_dir, main_rows) + plots.long_tail_plots(results, plot_dir, main_rows)
     pngs += plots.disagreement_plots(results, plot_dir)
     ours = sorted({r["method"].get("row", r["method"]["name"]) for r in results if r["method"].get("kind") == "cdgt"})

@@ -76,6 +76,14 @@ def parse_name(name: str) -> tuple[str, float]:
     return base, fraction
 
 
+def text_features(name: str) -> bool:
+    """Whether the named set's features are raw text (the Debian catalogue's descriptions), without building it."""
+    try:
+        return DATASETS[parse_name(name)[0]].format == "debian"
+    except ValueError:
+        return False
+
+
 def known_names(root: Path | None = None) -> list[str]:
     """Every name `build_named` accepts without a -R suffix: embedded, registered, and folders under the root."""
     root = root or data_root()

@@ -230,8 +230,9 @@ def run_profile(args: argparse.Namespace) -> int:
 
     from cdgt.bench.environment import environment
     from cdgt.bench.profile import profile_steps
+    from cdgt.pipeline.datasets import text_features
 
-    config = config_from_args(args)
+    config = config_from_args(args, "text" if text_features(args.dataset) else None)
     rows = profile_steps(args.dataset, config, batches=args.batches)
     box = environment()["machine"]
     print(f"{args.dataset}: input width {rows[0]['input_width']:,}, {rows[0]['nnz_per_example'] or 0:.0f} non-zeros "

@@ -22,31 +22,50 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """--config FILE and --set key=value (repeatable): the one road into CDGTConfig."""
     parser.add_argument("--config", metavar="FILE", type=Path,
                         help="YAML or JSON file of config fields (may name its own `preset: paper`)")
-    from cdgt_keras.config import DEFAULT_PRESET, PRESETS
+    from cdgt_keras.presets import DEFAULT_PRESET, PRESETS, TEXT_PRESET
 
-    parser.add_argument("--preset", metavar="NAME", default=DEFAULT_PRESET, choices=sorted(PRESETS),
-                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: {DEFAULT_PRESET}, "
-                             "what the benchmarks ship; `paper` is the paper's literal method)")
+    parser.add_argument("--preset", metavar="NAME", default=None, choices=sorted(PRESETS),
+                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: what the benchmarks "
+                             f"ship, {TEXT_PRESET} when the data's features are raw text and {DEFAULT_PRESET} "
+                             "otherwise; `paper` is the paper's literal method)")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one config field, e.g. --set alpha=0.3 --set head_hidden=256,128")
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace, feature_kind: str | None = None):
     """CDGTConfig from a preset, --config and --set, applied in that order.
 
-    The preset is --preset when given, else the config file's own `preset:`, else DEFAULT_PRESET; every field
-    the file names overrides the preset, and --set overrides both.
+    The preset is --preset when given, else the config file's own `preset:`, else the default for the data's
+    `feature_kind` (cdgt_keras.presets.default_preset: `recommended_text` for raw text); every field the file
+    names overrides the preset, and --set overrides both.
     """
-    from cdgt_keras.config import DEFAULT_PRESET, CDGTConfig, read_config_file
+    from cdgt_keras.config import CDGTConfig, read_config_file
+    from cdgt_keras.presets import default_preset
 
     data = read_config_file(args.config) if args.config else {}
     named = data.pop("preset", None) or data.pop("preset_name", None)
-    preset = named if named and args.preset == DEFAULT_PRESET else args.preset
+    preset = args.preset or named or default_preset(feature_kind)
     try:
         config = CDGTConfig.from_dict({**data, "preset": preset})
     except (ValueError, TypeError) as err:
         raise ValueError(f"{args.config}: {err}" if args.config else str(err)) from None
     return config.with_overrides(args.overrides)
+
+
+def feature_kind(data_dir: Path | None) -> str | None:
+    """The `feature_kind` (text, sparse, dense) a built data directory's manifest.json records; None without one
+    (the embedded synthetic sets, whose features are not text)."""
+    if data_dir is None:
+        return None
+    import json
+
+    manifest = Path(data_dir) / "manifest.json"
+    try:
+        return json.loads(manifest.read_text()).get("feature_kind")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{manifest}: not a readable data manifest ({err})") from None
 
 
 def _log(message: str) -> None:

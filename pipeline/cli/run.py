@@ -19,7 +19,7 @@ from typing import Any
 from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
 from cdgt.pipeline.blessing import add_blessing_arguments
 from cdgt.pipeline.cli.console import progress
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data, feature_kind
 from cdgt.pipeline.datasets import add_source_arguments
 
 HELP = """\
@@ -64,7 +64,6 @@ def _log(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
     name = args.data.name if args.data else args.dataset
     from cdgt.pipeline.pipeline import pipeline_name
 
@@ -75,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (devices are fixed by the first)
     data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, beam_args(args))
+    config = config_from_args(args, feature_kind(data_dir))
     from cdgt.pipeline.local_runner import run as run_pipeline
     from cdgt.pipeline.pipeline import PipelineSettings, create_pipeline
 

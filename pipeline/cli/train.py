@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data, feature_kind
 from cdgt.pipeline.datasets import EMBEDDED, add_source_arguments
 from cdgt.pipeline.train import CHECKPOINT_DIR
 
@@ -83,13 +83,13 @@ def check_resumable(output: Path, config) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    check_output(args.output, args.overwrite, args.resume, config)
-    from cdgt.pipeline.train import load_features, run_training
-
     data_dir = args.data
     if data_dir is None and args.dataset not in EMBEDDED:
         data_dir = ensure_data(args.dataset, Path("runs"))
+    config = config_from_args(args, feature_kind(data_dir))
+    check_output(args.output, args.overwrite, args.resume, config)
+    from cdgt.pipeline.train import load_features, run_training
+
     splits, featurizer = load_features(data_dir, args.dataset, config)
     print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from cdgt.bench.aggregate import aggregate
-from cdgt.bench.methods import resolve, split_names
+from cdgt.bench.methods import PEERS, resolve, split_names
 from cdgt.bench.report import write_report
 from cdgt.bench.runner import load_results, write_json
 from cdgt.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
@@ -374,3 +374,23 @@ def test_cached_bench_data_is_read_only():
         x.sort_indices()
     with pytest.raises(ValueError, match="read-only"):
         labels[0, 0] = 0
+
+
+def test_the_main_comparison_runs_the_text_preset_and_its_columns_on_text_sets_only():
+    """`recommended_text` and the peers on its columns are rows of debtags' and deps' comparison; on a set without
+    raw text there is nothing for them to embed, so the main experiment does not schedule them there."""
+    from cdgt.bench.experiments import EXPERIMENTS, TEXT_COLUMNS, expand
+
+    rows = {d: {spec.row for spec in expand(EXPERIMENTS["main"], datasets=[d], seeds=1)} for d in ("debtags", "bibtex")}
+    text_rows = {"recommended_text", *(f"{p}[{TEXT_COLUMNS}]" for p in PEERS)}
+    assert text_rows <= rows["debtags"]
+    assert not text_rows & rows["bibtex"] and {"recommended", *PEERS} <= rows["bibtex"]
+
+
+def test_a_recommended_row_with_exactly_the_text_profile_is_the_text_preset():
+    profile = ("alpha=1.0,logit_adjustment=2.0,logit_adjustment_prior=propensity,rerank_slack=0.003,"
+               "tail_decisions=own,text_embedding=all-MiniLM-L6-v2,text_embedding_lead_tokens=32,wide=all,"
+               "wide_input=embedding,wide_learning_rate=0.02")
+    assert resolve(f"recommended[{profile}]").name == "recommended_text"
+    assert resolve(f"recommended[{profile.replace('alpha=1.0', 'alpha=2.0')}]").name != "recommended_text"
+    assert resolve("recommended_text[alpha=2.0]").name == "recommended_text[alpha=2.0]"

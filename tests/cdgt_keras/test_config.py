@@ -173,6 +173,25 @@ def test_default_preset_is_the_shipped_recommendation():
     assert CDGTConfig.preset("paper") == CDGTConfig() and CDGTConfig().thresholds == "per_label"
 
 
+def test_the_text_preset_is_the_shipped_one_with_the_embedding_profile():
+    """`recommended_text` is `recommended` with exactly the measured text profile on top (bench/learner_notes.md,
+    rounds 55-59), and an error, not a silent model without its columns, on features that are not text."""
+    from cdgt_keras.presets import TEXT_PRESET
+
+    text, base = CDGTConfig.preset(TEXT_PRESET), CDGTConfig.preset("recommended")
+    changed = {k: v for k, v in text.to_dict().items() if v != base.to_dict()[k] and k != "preset_name"}
+    assert changed == {"alpha": 1.0, "logit_adjustment": 2.0, "logit_adjustment_prior": "propensity",
+                       "rerank_slack": 0.003, "tail_decisions": "own", "text_embedding": "all-MiniLM-L6-v2",
+                       "text_embedding_lead_tokens": 32, "wide": "all", "wide_input": "embedding",
+                       "wide_learning_rate": 0.02}
+    from cdgt_keras.learning import wide_columns
+
+    assert wide_columns(text, 768) == 768  # the embedding's two blocks of 384
+    with pytest.raises(ValueError, match="no text embedding columns"):
+        wide_columns(text, 0)  # sparse or dense features given as they are
+
+
+
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="nope") as err:
         CDGTConfig.preset("nope")

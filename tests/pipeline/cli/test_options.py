@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cdgt_keras.config import CDGTConfig
 
 
@@ -24,3 +26,44 @@ def test_command_line_preset_precedence(tmp_path):
     saved = tmp_path / "run.json"  # a run's saved config.json comes back exactly
     CDGTConfig.preset("paper", alpha=0.1).save(saved)
     assert config_from_args(parser.parse_args(["--config", str(saved)])) == CDGTConfig.preset("paper", alpha=0.1)
+
+
+def test_raw_text_data_starts_from_the_text_preset(tmp_path):
+    """With no preset named, the data's feature kind picks the default: `recommended_text` on raw text (its
+    sentence embedding and wide parts have nothing to read elsewhere), `recommended` on sparse or dense features;
+    a named preset, or one the config file names, wins over both."""
+    import argparse
+    import json
+
+    from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, feature_kind
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    text, sparse = tmp_path / "text", tmp_path / "sparse"
+    for folder, kind in ((text, "text"), (sparse, "sparse")):
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps({"feature_kind": kind, "num_labels": 3}))
+    assert (feature_kind(text), feature_kind(sparse), feature_kind(None), feature_kind(tmp_path)) == (
+        "text", "sparse", None, None)
+    default = parser.parse_args([])
+    got = config_from_args(default, feature_kind(text))
+    assert got == CDGTConfig.preset("recommended_text") and got.preset_name == "recommended_text"
+    assert (got.text_embedding, got.wide_input, got.alpha, got.rerank_slack) == ("all-MiniLM-L6-v2", "embedding",
+                                                                                 1.0, 0.003)
+    assert config_from_args(default, feature_kind(sparse)) == CDGTConfig.preset("recommended")
+    assert config_from_args(parser.parse_args(["--preset", "recommended"]), "text") == CDGTConfig.preset(
+        "recommended")
+    path = tmp_path / "c.yaml"
+    path.write_text("preset: paper\n")
+    assert config_from_args(parser.parse_args(["--config", str(path)]), "text") == CDGTConfig.preset("paper")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"manifest\.json: not a readable data manifest"):
+        feature_kind(tmp_path / "bad")
+
+
+def test_the_named_text_sets_are_known_as_text_before_they_are_built():
+    from cdgt.pipeline.datasets import text_features
+
+    assert [text_features(n) for n in ("debtags", "deps", "deps-all", "debtags-R30", "bibtex", "synthetic",
+                                       "nonexistent")] == [True, True, True, True, False, False, False]
