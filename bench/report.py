@@ -145,7 +145,7 @@ def section_summary(table: Table) -> list[str]:
         out.append(cells)
     names = " / ".join(HEADLINE_METRICS.values())
     head = ["data", *(f"best {n}" for n, _ in keys), f"recommended (shipped) {names}",
-            f"recommended_text (shipped on text) {names}", f"cdgt (paper's form) {names}"]
+            f"recommended_text (shipped on text, <= 4,096 labels) {names}", f"cdgt (paper's form) {names}"]
     return ["## Summary: the best method per data set", "", *md_table(head, out), ""] if out else []
 
 
@@ -155,9 +155,9 @@ def section_peers(table: Table) -> list[str]:
              "(~) marks a difference within the larger std; exact ties (e.g. both 0) are left out. Both sides' "
              "decisions (F1 metrics) are compared under the shipped preset's threshold rule (`recommended`: shrunk, "
              "with the labels of 20 or more validation positives on the pooled threshold; every run is scored under "
-             "it too; a run made before that rule existed has no F1 to compare). On the text sets the shipped "
-             "default is `recommended_text`, compared with each peer as it ships (TF-IDF) and on its own columns "
-             f"(`{TEXT_COLUMNS}`: the sentence embedding before the TF-IDF).", ""]
+             "it too; a run made before that rule existed has no F1 to compare). On raw text of up to 4,096 labels "
+             "(debtags) the shipped default is `recommended_text`, compared with each peer as it ships (TF-IDF) "
+             f"and on its own columns (`{TEXT_COLUMNS}`: the sentence embedding before the TF-IDF).", ""]
     datasets = sorted({d for d, r in table if r in PEERS})
     lines += [_command("main", datasets, 3, [*SHIPPED, "rarity_bce", *PEERS, *TEXT_PEERS]), ""]
     rows = []

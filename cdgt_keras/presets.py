@@ -1,8 +1,8 @@
 """Named presets: sets of CDGTConfig overrides on top of the dataclass defaults (the paper's values).
 
-`CDGTConfig.preset(NAME)` applies one; the command line starts from `default_preset(the data's feature kind)`:
-`recommended_text` on raw text, `recommended` on anything else. Each preset says why it is what it is; the figures
-behind the shipped ones are in bench/REPORT.md.
+`CDGTConfig.preset(NAME)` applies one; the command line starts from `default_preset(the data's feature kind and
+label count)`: `recommended_text` on raw text of up to 4,096 labels, `recommended` on anything else. Each preset
+says why it is what it is; the figures behind the shipped ones are in bench/REPORT.md.
 
 Example:
     >>> sorted(PRESETS)[:2]
@@ -87,16 +87,17 @@ PRESETS: dict[str, dict[str, Any]] = {
         "memory_list_cap": 5000, "threshold_shared_positives": 20,
     },
     # What the benchmarks ship for raw text (the command line's default when the data's features are text, as
-    # debtags' and deps' catalogue descriptions): `recommended` with a sentence embedding of each text
-    # (all-MiniLM-L6-v2 to 128 word pieces, and a second block of its first 32: a catalogue entry's name and first
-    # sentence) before the TF-IDF columns, every player's wide linear part on the embedding (step 0.02), a lower
-    # curiosity weight (alpha 1) with the logits adjusted by 2 x log propensity, the tail's decisions taken apart
-    # from its ranking, and the ranking re-ordered by propensity below each row's first label, the exponent picked
-    # on validation within 0.3 points of P@5. On debtags (five seeds, every method on the same columns) it is the
-    # first profile at or above the best of Omikuji and LibMultiLabel on all six figures: P@1 +0.10, P@5 +0.23,
-    # PSP@5 +2.30, Micro-F1 +0.72, Macro-F1 +2.38, Rare-F1 +10.02, where `recommended` on TF-IDF alone leaves P@1
-    # 1.4 points below Omikuji (bench/learner_notes.md, rounds 50-59). Without raw text (bibtex, delicious, yeast,
-    # emotions: features as given) there is nothing to embed, so those sets keep `recommended`.
+    # debtags' catalogue descriptions, of at most TEXT_PRESET_MAX_LABELS labels): `recommended` with a sentence
+    # embedding of each text (all-MiniLM-L6-v2 to 128 word pieces, and a second block of its first 32: a catalogue
+    # entry's name and first sentence) before the TF-IDF columns, every player's wide linear part on the embedding
+    # (step 0.02), a lower curiosity weight (alpha 1) with the logits adjusted by 2 x log propensity, the tail's
+    # decisions taken apart from its ranking, and the ranking re-ordered by propensity below each row's first
+    # label, the exponent picked on validation within 0.3 points of P@5. On debtags (three seeds, one run) it is
+    # above the best of Omikuji and LibMultiLabel as they ship on all six figures (P@1 +1.58, P@5 +0.55, PSP@5
+    # +4.49, Micro-F1 +2.31, Macro-F1 +6.88, Rare-F1 +19.99), and against them on its own columns level on the head
+    # (P@1 -0.08, P@5 +0.04) and ahead on the tail (PSP@5 +2.25, Macro-F1 +2.78, Rare-F1 +13.06), where
+    # `recommended` on TF-IDF leaves P@1 1.4 points below Omikuji (bench/learner_notes.md, rounds 50-59). Without
+    # raw text (bibtex, delicious, yeast, emotions: features as given) there is nothing to embed.
     "recommended_text": {
         "alpha": 1.0, "logit_adjustment": 2.0, "logit_adjustment_prior": "propensity", "rerank_slack": 0.003,
         "tail_decisions": "own", "text_embedding": "all-MiniLM-L6-v2", "text_embedding_lead_tokens": 32,
@@ -115,13 +116,19 @@ PRESETS["recommended_text"] = {**PRESETS["recommended"], **PRESETS["recommended_
 # paper's literal values, so `CDGTConfig()` and `CDGTConfig.preset("paper")` agree.
 DEFAULT_PRESET = "recommended"
 TEXT_PRESET = "recommended_text"
+# The text preset was measured on debtags' 598 labels. On deps' 18.6k its wide parts (768 x |L_i| weights a player)
+# cost several times `recommended`'s training time and its first epochs trail it on validation P@5 (round 59), so
+# beyond this many labels raw text keeps `recommended` until a measurement says otherwise.
+TEXT_PRESET_MAX_LABELS = 4096
 
 
-def default_preset(feature_kind: str | None) -> str:
-    """The preset for data whose manifest's `feature_kind` is `feature_kind` (text, sparse, dense; None: unknown).
+def default_preset(feature_kind: str | None, num_labels: int = 0) -> str:
+    """The preset for data whose manifest records `feature_kind` (text, sparse, dense; None: unknown) and
+    `num_labels` (0: unknown).
 
     Example:
-        >>> default_preset("text"), default_preset("sparse"), default_preset(None)
+        >>> default_preset("text", 598), default_preset("text", 18_632), default_preset("sparse", 159)
         ('recommended_text', 'recommended', 'recommended')
     """
-    return TEXT_PRESET if feature_kind == "text" else DEFAULT_PRESET
+    text = feature_kind == "text" and num_labels <= TEXT_PRESET_MAX_LABELS
+    return TEXT_PRESET if text else DEFAULT_PRESET

@@ -124,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "set's training split, on the sparse road (SparseDense + the encoder's optimizer, what cdgt "
                     "trains with) and on Keras' dense road (Dense + Adam), and print seconds per batch and per epoch.")
     prof.add_argument("--dataset", default="debtags", metavar="NAME", help="a bench data set (default debtags)")
-    add_config_arguments(prof)  # --config, --preset, --set: the one road into CDGTConfig
+    add_config_arguments(prof, by_data=False)  # --config, --preset, --set: the one road into CDGTConfig
     prof.add_argument("--batches", type=int, default=30, metavar="N", help="batches timed per road (default 30)")
     prof.add_argument("--json", type=Path, metavar="FILE", help="also write the figures as JSON")
     prof.set_defaults(func=run_profile)
@@ -230,9 +230,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
     from cdgt.bench.environment import environment
     from cdgt.bench.profile import profile_steps
-    from cdgt.pipeline.datasets import text_features
-
-    config = config_from_args(args, "text" if text_features(args.dataset) else None)
+    config = config_from_args(args)
     rows = profile_steps(args.dataset, config, batches=args.batches)
     box = environment()["machine"]
     print(f"{args.dataset}: input width {rows[0]['input_width']:,}, {rows[0]['nnz_per_example'] or 0:.0f} non-zeros "

@@ -19,7 +19,7 @@ from typing import Any
 from cdgt.kubeflow.parameters import TRAINER_ID
 from cdgt.kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
 from cdgt.pipeline.blessing import add_blessing_arguments
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data, feature_kind
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
@@ -100,7 +100,7 @@ def build(args: argparse.Namespace, root: str, resources: dict[str, Resources]) 
     """(the TFX pipeline with its runtime parameters, {parameter: default}, the local data directory) from the
     command-line options."""
     name, data_dir = local_data(args)
-    config = config_from_args(args, feature_kind(data_dir))
+    config = config_from_args(args, data_dir)
     from cdgt.kubeflow.parameters import expose_runtime_parameters
     from cdgt.pipeline.pipeline import PipelineSettings, create_pipeline, pipeline_name
 

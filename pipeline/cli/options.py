@@ -18,33 +18,36 @@ from pathlib import Path
 from cdgt.pipeline.cli.console import progress
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """--config FILE and --set key=value (repeatable): the one road into CDGTConfig."""
+def add_config_arguments(parser: argparse.ArgumentParser, by_data: bool = True) -> None:
+    """--config FILE and --set key=value (repeatable): the one road into CDGTConfig. `by_data`: the verb picks the
+    default preset from its data (config_from_args with a data directory), else it starts from `recommended`."""
     parser.add_argument("--config", metavar="FILE", type=Path,
                         help="YAML or JSON file of config fields (may name its own `preset: paper`)")
-    from cdgt_keras.presets import DEFAULT_PRESET, PRESETS, TEXT_PRESET
+    from cdgt_keras.presets import DEFAULT_PRESET, PRESETS, TEXT_PRESET, TEXT_PRESET_MAX_LABELS
 
+    default = (f"what the benchmarks ship, {TEXT_PRESET} when the data's features are raw text of at most "
+               f"{TEXT_PRESET_MAX_LABELS:,} labels and {DEFAULT_PRESET} otherwise" if by_data else DEFAULT_PRESET)
     parser.add_argument("--preset", metavar="NAME", default=None, choices=sorted(PRESETS),
-                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: what the benchmarks "
-                             f"ship, {TEXT_PRESET} when the data's features are raw text and {DEFAULT_PRESET} "
-                             "otherwise; `paper` is the paper's literal method)")
+                        help=f"start from a named preset: {', '.join(sorted(PRESETS))} (default: {default}; "
+                             "`paper` is the paper's literal method)")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="override one config field, e.g. --set alpha=0.3 --set head_hidden=256,128")
 
 
-def config_from_args(args: argparse.Namespace, feature_kind: str | None = None):
+def config_from_args(args: argparse.Namespace, data_dir: Path | None = None):
     """CDGTConfig from a preset, --config and --set, applied in that order.
 
-    The preset is --preset when given, else the config file's own `preset:`, else the default for the data's
-    `feature_kind` (cdgt_keras.presets.default_preset: `recommended_text` for raw text); every field the file
-    names overrides the preset, and --set overrides both.
+    The preset is --preset when given, else the config file's own `preset:`, else the default for the data in
+    `data_dir` (cdgt_keras.presets.default_preset: `recommended_text` for raw text of up to 4,096 labels, read from
+    its manifest.json; `recommended` otherwise); every field the file names overrides the preset, and --set
+    overrides both.
     """
     from cdgt_keras.config import CDGTConfig, read_config_file
     from cdgt_keras.presets import default_preset
 
     data = read_config_file(args.config) if args.config else {}
     named = data.pop("preset", None) or data.pop("preset_name", None)
-    preset = args.preset or named or default_preset(feature_kind)
+    preset = args.preset or named or default_preset(*manifest_facts(data_dir))
     try:
         config = CDGTConfig.from_dict({**data, "preset": preset})
     except (ValueError, TypeError) as err:
@@ -52,19 +55,20 @@ def config_from_args(args: argparse.Namespace, feature_kind: str | None = None):
     return config.with_overrides(args.overrides)
 
 
-def feature_kind(data_dir: Path | None) -> str | None:
-    """The `feature_kind` (text, sparse, dense) a built data directory's manifest.json records; None without one
-    (the embedded synthetic sets, whose features are not text)."""
+def manifest_facts(data_dir: Path | None) -> tuple[str | None, int]:
+    """(feature_kind, num_labels) of a built data directory's manifest.json; (None, 0) without one (the embedded
+    synthetic sets, whose features are not text)."""
     if data_dir is None:
-        return None
+        return None, 0
     import json
 
     manifest = Path(data_dir) / "manifest.json"
     try:
-        return json.loads(manifest.read_text()).get("feature_kind")
+        facts = json.loads(manifest.read_text())
+        return facts.get("feature_kind"), int(facts.get("num_labels") or 0)
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as err:
+        return None, 0
+    except (OSError, ValueError, TypeError, AttributeError) as err:
         raise ValueError(f"{manifest}: not a readable data manifest ({err})") from None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
 from cdgt.pipeline.blessing import add_blessing_arguments
 from cdgt.pipeline.cli.console import progress
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data, feature_kind
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
 
 HELP = """\
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     devices = set_cpu_replicas(args.cpu_replicas)  # before any TensorFlow op (devices are fixed by the first)
     data_dir = args.data.resolve() if args.data else ensure_data(args.dataset, out, beam_args(args))
-    config = config_from_args(args, feature_kind(data_dir))
+    config = config_from_args(args, data_dir)
     from cdgt.pipeline.local_runner import run as run_pipeline
     from cdgt.pipeline.pipeline import PipelineSettings, create_pipeline
 
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
                                 min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels,
                                 enable_cache=not args.no_cache,
                                 beam_args=tuple(beam_args(args)), schema_file=str(staged_schema(schema, out)))
-    _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); output {out}")
+    _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); preset {config.preset_name or 'none'}; "
+         f"output {out}")
     started = time.monotonic()
     try:
         run_pipeline(create_pipeline(settings, config), progress=_log)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data, feature_kind
+from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import EMBEDDED, add_source_arguments
 from cdgt.pipeline.train import CHECKPOINT_DIR
 
@@ -86,14 +86,15 @@ def run(args: argparse.Namespace) -> int:
     data_dir = args.data
     if data_dir is None and args.dataset not in EMBEDDED:
         data_dir = ensure_data(args.dataset, Path("runs"))
-    config = config_from_args(args, feature_kind(data_dir))
+    config = config_from_args(args, data_dir)
     check_output(args.output, args.overwrite, args.resume, config)
     from cdgt.pipeline.train import load_features, run_training
 
     splits, featurizer = load_features(data_dir, args.dataset, config)
     print(f"training CDGTModel on {data_dir or args.dataset}: " + ", ".join(
         f"{name} {data.num_examples:,}" for name, data in splits.items())
-        + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features")
+        + f"; {splits['train'].num_labels} labels, {splits['train'].num_features} features; "
+        + f"preset {config.preset_name or 'none (the dataclass defaults)'}")
     if args.resume:
         from cdgt_keras.checkpoint import completed_epochs
         from cdgt_keras.learning import training_epochs

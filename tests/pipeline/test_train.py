@@ -43,6 +43,7 @@ def test_writes_every_artifact_with_snake_case_metrics(run_dir):
                 assert f"{row}/{key}" in metrics
     assert metrics["rare_f1"] == metrics["tail/micro_f1"]
     assert CDGTConfig.load(run_dir / "config.json").epochs == 3
+    assert CDGTConfig.load(run_dir / "config.json").preset_name == "recommended"  # synthetic dense: not text
 
 
 def test_reloaded_model_reproduces_the_reported_metrics(run_dir):

@@ -29,37 +29,40 @@ def test_command_line_preset_precedence(tmp_path):
 
 
 def test_raw_text_data_starts_from_the_text_preset(tmp_path):
-    """With no preset named, the data's feature kind picks the default: `recommended_text` on raw text (its
-    sentence embedding and wide parts have nothing to read elsewhere), `recommended` on sparse or dense features;
-    a named preset, or one the config file names, wins over both."""
+    """With no preset named, the data's manifest picks the default: `recommended_text` on raw text of up to 4,096
+    labels (what it was measured on), `recommended` on larger text label spaces and on sparse or dense features; a
+    named preset, or one the config file names, wins over both."""
     import argparse
     import json
 
-    from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, feature_kind
+    from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, manifest_facts
 
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)
-    text, sparse = tmp_path / "text", tmp_path / "sparse"
-    for folder, kind in ((text, "text"), (sparse, "sparse")):
-        folder.mkdir()
-        (folder / "manifest.json").write_text(json.dumps({"feature_kind": kind, "num_labels": 3}))
-    assert (feature_kind(text), feature_kind(sparse), feature_kind(None), feature_kind(tmp_path)) == (
-        "text", "sparse", None, None)
+    data = {}
+    for name, kind, labels in (("text", "text", 598), ("wide", "text", 18_632), ("sparse", "sparse", 159)):
+        data[name] = tmp_path / name
+        data[name].mkdir()
+        (data[name] / "manifest.json").write_text(json.dumps({"feature_kind": kind, "num_labels": labels}))
+    assert manifest_facts(data["text"]) == ("text", 598) and manifest_facts(None) == (None, 0)
+    assert manifest_facts(tmp_path) == (None, 0)  # no manifest: the embedded sets
     default = parser.parse_args([])
-    got = config_from_args(default, feature_kind(text))
+    got = config_from_args(default, data["text"])
     assert got == CDGTConfig.preset("recommended_text") and got.preset_name == "recommended_text"
     assert (got.text_embedding, got.wide_input, got.alpha, got.rerank_slack) == ("all-MiniLM-L6-v2", "embedding",
                                                                                  1.0, 0.003)
-    assert config_from_args(default, feature_kind(sparse)) == CDGTConfig.preset("recommended")
-    assert config_from_args(parser.parse_args(["--preset", "recommended"]), "text") == CDGTConfig.preset(
-        "recommended")
+    for other in ("wide", "sparse"):
+        assert config_from_args(default, data[other]).preset_name == "recommended"
+    assert config_from_args(default) == CDGTConfig.preset("recommended")
+    named = config_from_args(parser.parse_args(["--preset", "recommended"]), data["text"])
+    assert named.preset_name == "recommended"
     path = tmp_path / "c.yaml"
     path.write_text("preset: paper\n")
-    assert config_from_args(parser.parse_args(["--config", str(path)]), "text") == CDGTConfig.preset("paper")
+    assert config_from_args(parser.parse_args(["--config", str(path)]), data["text"]) == CDGTConfig.preset("paper")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "manifest.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"manifest\.json: not a readable data manifest"):
-        feature_kind(tmp_path / "bad")
+        config_from_args(default, tmp_path / "bad")
 
 
 def test_the_named_text_sets_are_known_as_text_before_they_are_built():
