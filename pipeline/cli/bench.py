@@ -230,6 +230,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
     from cdgt.bench.environment import environment
     from cdgt.bench.profile import profile_steps
+
     config = config_from_args(args)
     rows = profile_steps(args.dataset, config, batches=args.batches)
     box = environment()["machine"]

@@ -48,7 +48,9 @@ def test_text_data_trains_on_tfidf_and_serves_raw_strings(tmp_path):
     data = tmp_path / "text-data"
     write_text_dataset(data, {"train": 900, "validation": 150, "test": 150})
     out = tmp_path / "run"
-    assert main(["run", "--data", str(data), "--output", str(out), *QUICK]) == 0
+    # TF-IDF alone: raw text would start from recommended_text, whose sentence encoder is tested on its own roads
+    # (tests/pipeline/test_featurizer_paths.py, tests/cdgt_keras/test_sentence.py)
+    assert main(["run", "--data", str(data), "--output", str(out), "--preset", "recommended", *QUICK]) == 0
     summary = run_summary(str(out / "metadata.sqlite"), "cdgt-text-data")
     assert summary.states["CdgtTrainer"] == "COMPLETE" and summary.states["Pusher"] == "COMPLETE"
     metrics = json.loads((Path(summary.artifacts["cdgt.MultiLabelMetrics"]["uri"]) / "metrics.json").read_text())
