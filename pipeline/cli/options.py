@@ -55,21 +55,20 @@ def config_from_args(args: argparse.Namespace, data_dir: Path | None = None):
     return config.with_overrides(args.overrides)
 
 
-def manifest_facts(data_dir: Path | None) -> tuple[str | None, int]:
+def manifest_facts(data_dir: str | Path | None) -> tuple[str | None, int]:
     """(feature_kind, num_labels) of a built data directory's manifest.json; (None, 0) without one (the embedded
     synthetic sets, whose features are not text)."""
     if data_dir is None:
         return None, 0
-    import json
+    from cdgt_keras.records import read_manifest
 
-    manifest = Path(data_dir) / "manifest.json"
     try:
-        facts = json.loads(manifest.read_text())
+        facts = read_manifest(data_dir)
         return facts.get("feature_kind"), int(facts.get("num_labels") or 0)
     except FileNotFoundError:
         return None, 0
     except (OSError, ValueError, TypeError, AttributeError) as err:
-        raise ValueError(f"{manifest}: not a readable data manifest ({err})") from None
+        raise ValueError(f"{data_dir}/manifest.json: not a readable data manifest ({err})") from None
 
 
 def _log(message: str) -> None:
