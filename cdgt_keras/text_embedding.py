@@ -7,8 +7,9 @@ carries the rare keyword -> label links; the embedding carries meaning shared by
 With `text_embedding_lead_tokens` > 0 the embedding has a second block: the text's first that many word pieces
 embedded on their own (a catalogue entry's name and first sentence), after the block of the whole cut.
 
-Encoding is the costly part (on 2 cores at 128 tokens, about 10 ms a text in batches, 21 ms a served text), so
-`embed_texts` keeps each list of texts' embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed
+Encoding is the costly part, and how costly depends on the cores: a debtags text (86 word pieces on average) at
+both of `recommended_text`'s cuts took 37 ms on round 58's 2 cores and 179 ms on a 2-core AVX2 machine without
+AVX-512 (bench/learner_notes.md, round 60), 21-45 ms a served text. So `embed_texts` keeps each list of texts' embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed
 by the checkpoint's weights file, the token limit and the texts themselves: the bench's seeds and methods encode a
 split once.
 
@@ -89,6 +90,16 @@ def prepend(columns: Any, tfidf: Any) -> Any:
     return tf.sparse.reorder(tf.sparse.concat(1, [columns, tfidf]))
 
 
+def seconds_left(seconds: float, done: int, total: int) -> float:
+    """Time left of a job whose cost grows with its units (characters), `done` of `total` of them in `seconds`.
+
+    Example:
+        >>> seconds_left(30.0, 1_000, 4_000)   # a quarter done in 30 s
+        90.0
+    """
+    return seconds * (total - done) / max(done, 1)
+
+
 def _cache_path(options: Any, texts: Sequence[str], cut: int) -> str:
     directory = model_directory(options.embedding)
     weights = os.path.join(directory, "model.safetensors")
@@ -119,13 +130,22 @@ def embed_texts(options: Any, texts: Sequence[str], cut: int = 0) -> np.ndarray:
         if cached.shape[0] == len(texts):
             return cached
     model = encoder(options.embedding, options.embedding_tokens)
-    every, shown, start = max(len(texts) // 10, 1), [0], time.perf_counter()
+    # embed_all encodes shortest first, so the texts done so far are the cheap ones: the time left is read off the
+    # characters left (a word piece is about 4.5 characters of English; those past the cut cost nothing, and each
+    # text's [CLS], [SEP] and padding about two pieces), timed from the end of the first batch (which also traces)
+    cost = np.cumsum(np.minimum(np.sort([len(t) for t in texts], kind="stable"), 4.5 * cut) + 9)
+    every, shown, start, first = max(len(texts) // 10, 1), [0], time.perf_counter(), [0.0, 0]
 
     def progress(done: int, total: int) -> None:
+        seconds = time.perf_counter() - start
+        if not first[1]:
+            first[:] = [seconds, done]
         if total >= 2000 and (done - shown[0] >= every or done == total):
-            shown[0], seconds = done, time.perf_counter() - start
-            print(f"text_embedding: encoded {done:,}/{total:,} texts to {cut} word pieces in {seconds:.0f} s "
-                  f"({done / max(seconds, 1e-9):.0f} a second, shortest first)", file=sys.stderr, flush=True)
+            shown[0] = done
+            left = "" if done == total or done == first[1] else ", about {:,.0f} s left".format(seconds_left(
+                seconds - first[0], int(cost[done - 1] - cost[first[1] - 1]), int(cost[-1] - cost[first[1] - 1])))
+            print(f"text_embedding: encoded {done:,}/{total:,} texts to {cut} word pieces in {seconds:,.0f} s"
+                  f"{left}", file=sys.stderr, flush=True)
 
     vectors = model.embed_all(texts, progress=progress, max_tokens=cut)
     if not np.all(np.isfinite(vectors)):

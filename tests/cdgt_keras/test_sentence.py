@@ -127,6 +127,7 @@ def test_long_lists_show_progress_and_keep_the_input_order(tmp_path, monkeypatch
     lines = capsys.readouterr().err.strip().splitlines()
     assert 2 <= len(lines) <= 10
     assert lines[-1].startswith("text_embedding: encoded 2,000/2,000 texts to 8 word pieces in ")
+    assert all(" s left" in line for line in lines[:-1]) and " s left" not in lines[-1]
     alone = embed_texts(options, texts[:5])  # encoded apart, in a batch of their own
     np.testing.assert_allclose(vectors[:5], alone, atol=1e-6)
 
