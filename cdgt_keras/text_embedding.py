@@ -9,9 +9,9 @@ embedded on their own (a catalogue entry's name and first sentence), after the b
 
 Encoding is the costly part, and how costly depends on the cores: a debtags text (86 word pieces on average) at
 both of `recommended_text`'s cuts took 37 ms on round 58's 2 cores and 179 ms on a 2-core AVX2 machine without
-AVX-512 (bench/learner_notes.md, round 60), 21-45 ms a served text. So `embed_texts` keeps each list of texts' embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed
-by the checkpoint's weights file, the token limit and the texts themselves: the bench's seeds and methods encode a
-split once.
+AVX-512 (bench/learner_notes.md, round 60), 21-45 ms a served text. So `embed_texts` keeps each list of texts'
+embeddings on disk under `$CDGT_CACHE_DIR` (default `~/.cache/cdgt`), keyed by the checkpoint's weights file, the
+token limit and the texts themselves: the bench's seeds and methods encode a split once.
 
 Example:
     >>> import tensorflow as tf
