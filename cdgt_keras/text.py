@@ -177,7 +177,9 @@ def tfidf(ids: Any, idf: Any, sublinear_tf: bool) -> Any:
     order = tf.argsort(unique)
     unique, counts = tf.gather(unique, order), tf.gather(counts, order)
     rows, cols = unique // width, unique % width
-    term = 1.0 + tf.math.log(counts) if sublinear_tf else counts
+    # float32 log gives another last bit at an array's tail than inside it (AVX-512, round 62), so a row would
+    # depend on its batch; in float64, rounded once to float32, it does not
+    term = tf.cast(1.0 + tf.math.log(tf.cast(counts, tf.float64)), tf.float32) if sublinear_tf else counts
     weights = term * tf.gather(idf, cols)
     norms = tf.sqrt(tf.math.unsorted_segment_sum(tf.square(weights), rows, nrows))
     weights = weights / tf.maximum(tf.gather(norms, rows), 1e-12)
