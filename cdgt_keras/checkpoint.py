@@ -1,4 +1,4 @@
-"""Fault-tolerant training: save the full training state at every epoch end, resume from it after a crash.
+"""Fault-tolerant training: save the full training state at an epoch end, resume from it after a crash.
 
 Why not keras.callbacks.BackupAndRestore alone: its weights file does hold every optimizer (the shared one and
 CDGTModel's `player_optimizers`, checked), but not the dropout RNG state (SeedGenerator variables are not
@@ -7,6 +7,9 @@ run therefore drifts from an uninterrupted one. This checkpoint stores, atomical
 weights + optimizer state (`model.save_weights`), seed-generator states, the epoch, EarlyStopping's wait/best
 and its best weights, and the weight averaging's mean so far (cdgt_keras.averaging). With a data order that
 depends only on (seed, epoch), a killed and resumed run ends with the same weights as an uninterrupted one.
+
+How often: at the end of an epoch once `every_seconds` have passed since the last checkpoint or the training's
+start (cdgt_keras.cadence: why, and the default); 0 checkpoints at every epoch's end.
 
 Example:
     >>> start = restore(model, ckpt_dir, early_stopping)  # doctest: +SKIP
@@ -24,10 +27,10 @@ from typing import Any
 import keras
 import numpy as np
 
+from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS, Cadence
+
 STATE_FILE = "state.json"
 WEIGHTS_FILE = "latest.weights.h5"
-BEST_FILE = "best_weights.npz"
-MEAN_FILE = "averaged_weights.npz"
 
 
 def _seed_variables(model: keras.Model) -> list[Any]:
@@ -78,13 +81,12 @@ def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.
         var.assign(np.asarray(value, dtype=var.dtype))
     if early_stopping is not None and state.get("early_stopping"):
         es, best_weights = state["early_stopping"], None
-        best = os.path.join(directory, BEST_FILE)
-        if os.path.exists(best):
-            best_weights = _load_arrays(best)
+        if state.get("best"):
+            best_weights = _load_arrays(os.path.join(directory, state["best"]))
         # EarlyStopping.on_train_begin resets its progress; TrainingCheckpoint puts this back at the first epoch.
         early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights)
     if averaging is not None and state.get("averaged"):
-        averaging.restore(state["averaged"], _load_arrays(os.path.join(directory, MEAN_FILE)))
+        averaging.restore(state["averaged"], _load_arrays(os.path.join(directory, state["mean"])))
     return int(state["epoch"])
 
 
@@ -98,15 +100,21 @@ def resume_epoch(model: keras.Model, directory: str, early_stopping: keras.callb
 
 
 class TrainingCheckpoint(keras.callbacks.Callback):
-    """Write the training state to `directory` at the end of every epoch (atomically: a new state.json is
-    renamed into place only after its weights file is complete)."""
+    """Write the training state to `directory` at the end of an epoch once `every_seconds` have passed since the
+    last write (or the training's start; 0: every epoch), atomically: a new state.json is renamed into place only
+    after its weights file is complete. The best weights' file is rewritten only when they changed."""
 
     def __init__(self, directory: str, early_stopping: keras.callbacks.EarlyStopping | None = None,
-                 averaging: Any = None):
+                 averaging: Any = None, every_seconds: float = CHECKPOINT_EVERY_SECONDS):
         super().__init__()
         self.directory = directory
         self.early_stopping = early_stopping
         self.averaging = averaging
+        self.cadence = Cadence(every_seconds)
+        self._best_written: int | None = None  # the epoch whose best weights were last written
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self.cadence.restart()
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         es = self.early_stopping
@@ -114,8 +122,16 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         if state is not None:  # after EarlyStopping.on_train_begin has reset it
             es.wait, es.best, es.best_epoch, es.best_weights = state
             es.cdgt_restored_state = None
+            self._best_written = es.best_epoch if es.best_weights is not None else None  # restored from that file
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self.cadence.due():
+            self.write(epoch)
+
+    def write(self, epoch: int) -> None:
+        """Write the state after epoch `epoch` (0-based). Every file is new (named by its epoch) and state.json,
+        renamed into place last, names the ones it goes with, so a kill at any point leaves a consistent set;
+        the files it no longer names are removed after it."""
         os.makedirs(self.directory, exist_ok=True)
         weights = f"epoch{epoch + 1}.weights.h5"
         self.model.save_weights(os.path.join(self.directory, weights), overwrite=True)
@@ -126,19 +142,22 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             best = None if es.best is None else float(es.best)
             state["early_stopping"] = {"wait": int(es.wait), "best": best, "best_epoch": int(es.best_epoch)}
             if es.best_weights is not None:
-                _save_arrays(self.directory, BEST_FILE, es.best_weights)
+                state["best"] = f"best_epoch{es.best_epoch + 1}.npz"
+                if es.best_epoch != self._best_written:  # else that file is already there
+                    _save_arrays(self.directory, state["best"], es.best_weights)
+                    self._best_written = es.best_epoch
         if self.averaging is not None and self.averaging.count:
             count, mean = self.averaging.state()
-            _save_arrays(self.directory, MEAN_FILE, mean)
-            state["averaged"] = count
+            state["averaged"], state["mean"] = count, f"averaged_epoch{epoch + 1}.npz"
+            _save_arrays(self.directory, state["mean"], mean)
         tmp = os.path.join(self.directory, STATE_FILE + ".tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(state, handle)
-        previous = completed_epochs(self.directory)
         os.replace(tmp, os.path.join(self.directory, STATE_FILE))
-        old = os.path.join(self.directory, f"epoch{previous}.weights.h5")
-        if previous and previous != epoch + 1 and os.path.exists(old):
-            os.remove(old)
+        kept = {state[key] for key in ("weights", "best", "mean") if key in state}
+        for name in os.listdir(self.directory):
+            if name.endswith((".weights.h5", ".npz")) and name not in kept:
+                os.remove(os.path.join(self.directory, name))
 
 
 def _save_arrays(directory: str, name: str, arrays: list[Any]) -> None:

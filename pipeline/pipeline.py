@@ -39,6 +39,7 @@ from cdgt.components.trainer import CdgtTrainer
 from cdgt.pipeline.beam_options import beam_pipeline_args
 from cdgt.pipeline.blessing import AUC_LABELS, MAX_AUC_DROP, MIN_AUC
 from cdgt.serving.export import BLESSING_LABELS, BLESSING_SCORES, LABELS_MULTI_HOT
+from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.records import SPLITS, read_manifest
 from cdgt_keras.text import TextOptions
@@ -68,6 +69,7 @@ class PipelineSettings:
     min_auc: float = MIN_AUC  # TFMA value threshold on the micro AUC over the blessing labels' (example, label) pairs
     max_auc_drop: float = MAX_AUC_DROP  # change threshold: at most this much below the latest blessed model
     auc_labels: int = AUC_LABELS  # the blessing covers every label up to this many, else a fixed sample of this many
+    checkpoint_every: float = CHECKPOINT_EVERY_SECONDS  # the Trainer's checkpoints: this many seconds apart at least
     beam_args: tuple[str, ...] = field(default_factory=lambda: tuple(beam_pipeline_args([])))  # see beam_options
     enable_cache: bool = True
     # A curated schema (text proto) to import and hold the data to: its anomalies stop the run before Transform.
@@ -183,7 +185,7 @@ def create_pipeline(settings: PipelineSettings, config: CDGTConfig) -> tfx.dsl.P
                        "data": {"feature_kind": kind, "num_features": int(manifest.get("num_features") or 0),
                                 "feature_names": manifest.get("feature_names") if kind == "sparse" else None},
                        "checkpoint_root": absolute(settings.root).rstrip("/") + "/_checkpoints",
-                       "auc_labels": settings.auc_labels,
+                       "auc_labels": settings.auc_labels, "checkpoint_every": settings.checkpoint_every,
                        "code": source_fingerprint(TRAINER_CODE)})
     gate = SchemaGate(anomalies=validator.outputs["anomalies"]) if settings.schema_file else None
     for node in (transform, stats):  # nothing reads the data for training before it passed the checks

@@ -67,13 +67,15 @@ def load_features(data_dir: str | Path | None, dataset: str,
 
 
 def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
-                 verbose: int = 1, featurizer: Any = None, resume: bool = False) -> dict[str, Any]:
+                 verbose: int = 1, featurizer: Any = None, resume: bool = False,
+                 checkpoint_every: float | None = None) -> dict[str, Any]:
     """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json.
     `featurizer`: what made the features from raw input (from `load_features`), stored for serving.
 
-    Every epoch end checkpoints the training in `output`/checkpoint/ (with the data's fingerprint, run.json);
-    `resume` continues a killed run from there, on the same data only (a ValueError otherwise). The checkpoint
-    is removed once metrics.json, the last file, is written."""
+    An epoch end checkpoints the training in `output`/checkpoint/ (with the data's fingerprint, run.json) once
+    `checkpoint_every` seconds have passed since the last checkpoint (fit_model: None is the default, 0 every
+    epoch); `resume` continues a killed run from there, on the same data only (a ValueError otherwise). The
+    checkpoint is removed once metrics.json, the last file, is written."""
     import keras
     import numpy as np
     import scipy.sparse as sp
@@ -91,7 +93,8 @@ def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: 
     counts, _ = label_frequencies(train.labels, train.num_labels)
     model, history, train_seconds = fit_model(
         config, train, validation, callbacks=[keras.callbacks.TensorBoard(str(output / "logs"))],
-        progress=progress_bar if verbose else None, checkpoint_dir=ckpt, resume=resume)
+        progress=progress_bar if verbose else None, checkpoint_dir=ckpt, resume=resume,
+        checkpoint_every=checkpoint_every)
     started = time.perf_counter()
     evaluation = evaluate_model(model, validation, test, counts, train.num_examples, config)
     atomic_write(output / "model.keras", lambda tmp: model.save(tmp), suffix=".keras")

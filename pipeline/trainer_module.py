@@ -3,13 +3,14 @@
 custom_config (set by pipeline/pipeline.py; the label-statistics uri is added by components/trainer.py):
     {"cdgt": CDGTConfig.to_dict(), "data": {"feature_kind", "num_features", "feature_names"}, "checkpoint_root": DIR,
      "auc_labels": the most labels TFMA's blessing covers, "code": fingerprint of the training code,
-     "label_stats_uri": URI}
+     "label_stats_uri": URI, optionally "checkpoint_every": seconds (cdgt_keras.cadence's default when absent)}
 
 Steps: CDGTModel from the one config and the label frequencies, under MirroredStrategy over the local devices
 (logical CPUs are made by the runner); the learning-rate schedule and early stopping of
-cdgt_keras.learning (on the config's validation metric, which ValidationReport logs); a checkpoint
-every epoch under `checkpoint_root` (a rerun after a crash resumes there); per-label thresholds tuned on the
-validation split; TensorBoard logs in the model_run directory; the serving SavedModel (serving/export.py).
+cdgt_keras.learning (on the config's validation metric, which ValidationReport logs); a checkpoint at an
+epoch's end every `checkpoint_every` seconds under `checkpoint_root` (a rerun after a crash resumes there);
+per-label thresholds tuned on the validation split; TensorBoard logs in the model_run directory; the serving
+SavedModel (serving/export.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from cdgt.pipeline.transform_module import model_width
 from cdgt.serving.export import export_serving_model
 from cdgt.serving.preprocessing import raw_from_inputs
 from cdgt_keras import checkpoint
+from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
 from cdgt_keras.centroids import centroid_matrix
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.distribute import training_strategy
@@ -227,7 +229,8 @@ def run_fn(fn_args: Any) -> None:
     val_labels = read_labels(val_records, num_labels)
     report = ValidationReport(val_x, val_labels, stats, config)
     callbacks = setup.callbacks(config, [report, CdgtTensorBoard(fn_args.model_run_dir, report)],
-                                [checkpoint.TrainingCheckpoint(ckpt, early, setup.averaging), EpochLine()])
+                                [checkpoint.TrainingCheckpoint(ckpt, early, setup.averaging, custom.get(
+                                    "checkpoint_every", CHECKPOINT_EVERY_SECONDS)), EpochLine()])
     log_hparams(fn_args.model_run_dir, config, trial_id=os.path.basename(ckpt))
     history = fit(model, train_dataset(train_records, parse, config.batch_size, int(stats["num_train"]),
                                        config.seed, start, epochs, steps),

@@ -19,7 +19,7 @@ from typing import Any
 from cdgt.kubeflow.parameters import TRAINER_ID
 from cdgt.kubeflow.resources import DEFAULTS, TRANSFORM_ID, Resources, parse_resources, set_resources
 from cdgt.pipeline.blessing import add_blessing_arguments
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
+from cdgt.pipeline.cli.options import add_checkpoint_argument, add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
 
 DEFAULT_OUTPUT = Path("kubeflow") / "cdgt-pipeline.json"
@@ -72,6 +72,7 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where --dataset is built locally (default runs/kubeflow-<data set>)")
     add_config_arguments(parser)
     add_blessing_arguments(parser)
+    add_checkpoint_argument(parser)
     parser.add_argument("--beam-arg", action="append", default=None, metavar="ARG", dest="beam_args",
                         help="Beam pipeline argument for every component (repeatable; default: in-memory DirectRunner)")
     parser.add_argument("--no-cache", action="store_true", help="compile with caching off for every task")
@@ -109,7 +110,8 @@ def build(args: argparse.Namespace, root: str, resources: dict[str, Resources]) 
     settings = PipelineSettings(
         name=pname, data_dir=str(data_dir), root=root,
         serving_dir=args.serving_dir or f"{root}/serving/{pname}", min_auc=args.min_auc,
-        max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels, enable_cache=not args.no_cache, **extra)
+        max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels, enable_cache=not args.no_cache,
+        checkpoint_every=args.checkpoint_every, **extra)
     pipeline = create_pipeline(settings, config)  # no metadata_path: the cluster's ML-Metadata records runs
     set_resources(pipeline, resources)
     return pipeline, expose_runtime_parameters(pipeline, args.data_root or f"{root}/data/{name}"), data_dir

@@ -1,5 +1,6 @@
-"""What several verbs share: the config options (`cdgt train`, `run`, `kubeflow compile`, `bench`) and the named
-data sets' build on first use (`cdgt train`, `run`, `kubeflow compile`).
+"""What several verbs share: the config options (`cdgt train`, `run`, `kubeflow compile`, `bench`), the
+checkpoints' interval (`cdgt train`, `run`, `kubeflow compile`) and the named data sets' build on first use
+(`cdgt train`, `run`, `kubeflow compile`).
 
 Example:
     >>> import argparse
@@ -16,6 +17,33 @@ import sys
 from pathlib import Path
 
 from cdgt.pipeline.cli.console import progress
+
+
+def checkpoint_seconds(text: str) -> float:
+    """--checkpoint-every's value: a finite number of seconds, 0 or more.
+
+        >>> checkpoint_seconds("0"), checkpoint_seconds("600")
+        (0.0, 600.0)
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
+def add_checkpoint_argument(parser: argparse.ArgumentParser) -> None:
+    """--checkpoint-every SECONDS (cdgt_keras.cadence: when the training writes its checkpoint)."""
+    from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
+
+    parser.add_argument("--checkpoint-every", metavar="SECONDS", type=checkpoint_seconds,
+                        default=CHECKPOINT_EVERY_SECONDS,
+                        help="checkpoint the training at the first epoch's end this many seconds after the last "
+                             "checkpoint (or the start), so that a killed run resumes from there; 0: at every "
+                             "epoch's end. A checkpoint writes every weight and optimizer moment, about 0.8 GB for "
+                             "debtags (default: %(default)g)")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, by_data: bool = True) -> None:

@@ -19,14 +19,14 @@ from typing import Any
 from cdgt.pipeline.beam_options import add_beam_arguments, beam_args
 from cdgt.pipeline.blessing import add_blessing_arguments
 from cdgt.pipeline.cli.console import progress
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
+from cdgt.pipeline.cli.options import add_checkpoint_argument, add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import add_source_arguments
 
 HELP = """\
 Run the TFX pipeline: ExampleGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> Transform ->
 LabelStatsGen -> Trainer -> Evaluator (TFMA, blessing against the latest blessed model) + multi-label
 metrics -> Pusher. Re-running with nothing changed reuses every component from the cache; a changed config
-retrains. A run killed mid-way resumes from its completed components and the Trainer's last epoch checkpoint.
+retrains. A run killed mid-way resumes from its completed components and the Trainer's last checkpoint.
 The data is held to a curated schema (--schema; pipeline/schemas/<pipeline>.pbtxt is kept with the pipeline):
 ExampleValidator's anomalies stop the run before Transform and are printed. --update-schema regenerates it.
 
@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--cpu-replicas", type=int, default=1, metavar="N",
                         help="split the CPU into N logical devices for MirroredStrategy (default 1)")
     add_blessing_arguments(parser)
+    add_checkpoint_argument(parser)
     parser.add_argument("--no-cache", action="store_true", help="run every component even if cached")
     parser.add_argument("--schema", metavar="FILE", type=Path,
                         help="the curated schema (text proto) the data must match; default "
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     settings = PipelineSettings(name=pname, data_dir=str(data_dir), root=str(out / "root"),
                                 metadata_path=str(out / "metadata.sqlite"), serving_dir=str(out / "serving" / pname),
                                 min_auc=args.min_auc, max_auc_drop=args.max_auc_drop, auc_labels=args.auc_labels,
-                                enable_cache=not args.no_cache,
+                                enable_cache=not args.no_cache, checkpoint_every=args.checkpoint_every,
                                 beam_args=tuple(beam_args(args)), schema_file=str(staged_schema(schema, out)))
     _log(f"pipeline {pname} on {data_dir} ({devices} CPU device(s)); preset {config.preset_name or 'none'}; "
          f"output {out}")

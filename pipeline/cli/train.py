@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cdgt.pipeline.cli.options import add_config_arguments, config_from_args, ensure_data
+from cdgt.pipeline.cli.options import add_checkpoint_argument, add_config_arguments, config_from_args, ensure_data
 from cdgt.pipeline.datasets import EMBEDDED, add_source_arguments
 from cdgt.pipeline.train import CHECKPOINT_DIR
 
@@ -15,9 +15,11 @@ tune decision thresholds on the validation split, and report every metric on the
 for head and tail labels. Writes model.keras, config.json, thresholds.json, metrics.json, history.json and
 TensorBoard logs (logs/) to --output.
 
-Killed or interrupted, a run keeps its last completed epoch in --output/checkpoint/ (weights, optimizer
-states, early stopping, the learning-rate schedule's step, the dropout RNG); rerun the same command with
---resume to continue from there: the run ends exactly as an uninterrupted one would.
+Killed or interrupted, a run keeps its last checkpoint in --output/checkpoint/ (weights, optimizer states,
+early stopping, the learning-rate schedule's step, the dropout RNG), written at the end of an epoch once
+--checkpoint-every seconds have passed since the last one; rerun the same command with --resume to continue
+from there: the run ends exactly as an uninterrupted one would. A checkpoint writes every weight and optimizer
+moment (about 0.8 GB for debtags), so one at every epoch's end can double a short run's time.
 
 examples:
   cdgt train --output runs/demo
@@ -38,8 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="replace what a previous run left in --output (without it or --resume a non-empty folder "
                            "is refused, so that two runs' TensorBoard files never mix)")
     used.add_argument("--resume", action="store_true",
-                      help="continue the killed run in --output from its last completed epoch (same data and "
+                      help="continue the killed run in --output from its last checkpoint (same data and "
                            "config; the result equals an uninterrupted run's)")
+    add_checkpoint_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-epoch progress bars")
     parser.set_defaults(func=run)
 
@@ -102,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         done = completed_epochs(str(args.output / CHECKPOINT_DIR))
         epochs = training_epochs(config, splits["train"].num_labels)
         print(f"resuming {args.output} after epoch {done} of {epochs}" if done else
-              f"resuming {args.output}: no epoch was completed, starting from epoch 1")
+              f"resuming {args.output}: it wrote no checkpoint, starting from epoch 1")
     metrics = run_training(config, splits, args.output, verbose=0 if args.quiet else 2, featurizer=featurizer,
-                           resume=args.resume)
+                           resume=args.resume, checkpoint_every=args.checkpoint_every)
     from cdgt_keras.metrics import HEADLINE_METRICS, format_report
 
     print(f"\ntest split ({metrics['num_test']:,} examples; head = {metrics['num_head_labels']} labels, "

@@ -34,7 +34,8 @@ def compiled(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("kubeflow")
     out = tmp / "cdgt-pipeline.json"
     assert main(["kubeflow", "compile", "--image", IMAGE, "--pipeline-root", str(tmp / "root"), "--allow-local-root",
-                 "--output", str(out), "--work", str(tmp / "work"), "--set", "alpha=0.3", "--set", "epochs=3"]) == 0
+                 "--output", str(out), "--work", str(tmp / "work"), "--set", "alpha=0.3", "--set", "epochs=3",
+                 "--checkpoint-every", "120"]) == 0
     return {"tmp": tmp, "path": out, "job": json.loads(out.read_text())}
 
 
@@ -71,6 +72,7 @@ def test_trainer_custom_config_is_the_cdgt_config_with_overrides(compiled):
     expected = CDGTConfig.preset(DEFAULT_PRESET).with_overrides(["alpha=0.3", "epochs=3"])  # the CLI's default
     assert CDGTConfig.from_dict(custom["cdgt"]) == expected
     assert custom["checkpoint_root"] == str(compiled["tmp"] / "root" / "_checkpoints")
+    assert custom["checkpoint_every"] == 120.0  # --checkpoint-every reaches the Trainer
     assert json.loads(compiled["job"]["runtimeConfig"]["parameterValues"][TRAINER_CONFIG]) == custom
 
 

@@ -25,7 +25,8 @@ NAME = "cdgt-synthetic"
 # rerank_slack: both roads tune the propensity re-ranking after settle, and the pipeline's evaluation reads the
 # re-ranked ranking and the plain decisions from the export (2 points of validation P@5 allowed, so that it acts)
 CONFIG = ["--set", "epochs=6", "--set", "learning_rate=0.005", "--set", "batch_size=128",
-          "--set", "encoder_hidden=64", "--set", "head_hidden=32", "--set", "rerank_slack=0.02"]
+          "--set", "encoder_hidden=64", "--set", "head_hidden=32", "--set", "rerank_slack=0.02",
+          "--checkpoint-every", "0"]  # every epoch's end: the kill test interrupts after a checkpoint
 COMPONENTS = ("ImportExampleGen", "ShardCheck", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "SchemaGate",
               "Transform", "LabelStatsGen", "CdgtTrainer", "Evaluator", "MultiLabelEvaluator", "Pusher")
 

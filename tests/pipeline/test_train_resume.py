@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # resumes.
 ARGS = ["--quiet", "--set", "epochs=4", "--set", "encoder_hidden=32", "--set", "head_hidden=16",
         "--set", "min_steps_per_epoch=20", "--set", "early_stopping_patience=2",
-        "--set", "averaging_fraction=0.6", "--set", "averaging_every=3"]
+        "--set", "averaging_fraction=0.6", "--set", "averaging_every=3", "--checkpoint-every", "0"]
 KILLED_AFTER = 2
 
 
@@ -151,4 +151,4 @@ def test_resume_and_overwrite_exclude_each_other_and_help_explains_resume(capsys
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "--resume" in out and "last completed epoch" in out
+    assert "--resume" in out and "last checkpoint" in out and "--checkpoint-every" in out

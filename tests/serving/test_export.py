@@ -148,8 +148,8 @@ def test_the_sentence_encoders_weights_are_saved_once_as_variables_not_graph_con
     weights = encoder(options.embedding, options.embedding_tokens).weights
     shapes = {tuple(w.shape) for w in weights.values() if w.ndim == 2}
     path = Path(embedded_text_export.path)
-    saved_shapes = [tuple(shape) for _, shape in tf.train.list_variables(str(path / "variables" / "variables"))]
-    assert all(saved_shapes.count(shape) >= 1 for shape in shapes)
+    saved_shapes = {tuple(shape) for _, shape in tf.train.list_variables(str(path / "variables" / "variables"))}
+    assert shapes <= saved_shapes
     graph = saved_model_pb2.SavedModel.FromString((path / "saved_model.pb").read_bytes()).meta_graphs[0].graph_def
     nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
     constant_shapes = {tuple(d.size for d in n.attr["value"].tensor.tensor_shape.dim) for n in nodes if n.op == "Const"}
