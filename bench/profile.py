@@ -48,11 +48,12 @@ def profile_road(data: Any, config: CDGTConfig, batches: int, dense: bool) -> di
     from cdgt_keras import train_step as steps
     from cdgt_keras.inputs import make_dataset
     from cdgt_keras.labels import label_frequencies
-    from cdgt_keras.learning import build_trainable
+    from cdgt_keras.learning import build_trainable, wide_columns
 
     train = data.splits["train"]
     _, freq = label_frequencies(train.labels, train.num_labels)
-    model = build_trainable(config, freq, num_train=train.num_examples)
+    model = build_trainable(config, freq, num_train=train.num_examples,
+                            wide_columns=wide_columns(config, train.embedding_columns))
     if dense:
         import keras
 
@@ -88,7 +89,7 @@ def profile_steps(dataset: str, config: CDGTConfig, batches: int = 30) -> list[d
     """Both roads on `dataset`: one row each, seconds per batch and what a whole epoch takes."""
     from cdgt.bench.datasets import load_dataset
 
-    data = load_dataset(dataset)
+    data = load_dataset(dataset, features=config)  # the config's text features, the embedding's included
     train = data.splits["train"]
     per_epoch = int(np.ceil(train.num_examples / config.batch_size))
     rows = []

@@ -83,9 +83,9 @@ def run_one(dataset: str, method: str, seed: int, out_dir: Path, rules: tuple[st
     from cdgt_keras.labels import head_tail_split, label_frequencies
     from cdgt_keras.training import fit_model
 
-    data = load_dataset(dataset)
-    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     config = resolved.config(seed)
+    data = load_dataset(dataset, features=config)  # the method's own text features (the runner's road)
+    train, validation, test = (data.splits[s] for s in ("train", "validation", "test"))
     model, _, _ = fit_model(config, train, validation)
     # the F1 metrics read the decisions' scores: the model's own when its tail decides apart (tail_decisions="own")
     score = answer_scorer(model)
