@@ -145,8 +145,8 @@ def test_the_sentence_encoders_weights_are_saved_once_as_variables_not_graph_con
     from cdgt_keras.text_embedding import encoder
 
     options = embedded_text_export.featurizer.text.options
-    weights = encoder(options.embedding, options.embedding_tokens).weights
-    shapes = {tuple(w.shape) for w in weights.values() if w.ndim == 2}
+    weights = encoder(options.embedding, options.embedding_tokens).variables()
+    shapes = {tuple(w.shape) for w in weights.values() if w.shape.rank == 2}
     path = Path(embedded_text_export.path)
     saved_shapes = {tuple(shape) for _, shape in tf.train.list_variables(str(path / "variables" / "variables"))}
     assert shapes <= saved_shapes
