@@ -30,7 +30,6 @@ import numpy as np
 from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS, Cadence
 
 STATE_FILE = "state.json"
-WEIGHTS_FILE = "latest.weights.h5"
 
 
 def _seed_variables(model: keras.Model) -> list[Any]:

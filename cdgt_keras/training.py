@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 
@@ -18,14 +19,14 @@ from cdgt_keras.data import MultiLabelData
 def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelData, *,
               callbacks: list | None = None, progress: Callable[[int], Any] | None = None,
               checkpoint_dir: str | Path | None = None, resume: bool = False,
-              checkpoint_every: float | None = None) -> tuple[Any, Any, float]:
+              checkpoint_every: float = CHECKPOINT_EVERY_SECONDS) -> tuple[Any, Any, float]:
     """Build, compile and fit CDGTModel (cdgt_keras.learning: learning-rate schedule, validation ranking metrics,
     early stopping with best weights); returns (model, history, train seconds of this attempt).
 
     The one place that trains in memory; `cdgt train` (pipeline/train.py's run_training) and the benchmarks
     (bench/) both call it. Epoch e is shuffled by (seed, e) alone (resume.py). With `checkpoint_dir` the full
     training state is saved there at an epoch end once `checkpoint_every` seconds have passed since the last save
-    (None: cdgt_keras.cadence's default; 0: every epoch); `resume` continues from it, and the run then ends
+    (cdgt_keras.cadence; 0: every epoch); `resume` continues from it, and the run then ends
     exactly as an uninterrupted one. `history.history` covers every epoch of the run, resumed ones too.
     `progress(start epoch)`: a callback that shows the training (`cdgt train`'s progress bar), run last.
         >>> model, history, seconds = fit_model(  # doctest: +SKIP
@@ -34,7 +35,6 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     import keras
 
     from cdgt_keras import checkpoint
-    from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
     from cdgt_keras.centroids import centroid_matrix
     from cdgt_keras.inputs import _features_tensor, make_dataset, to_sparse_tensor, without_autotuning
     from cdgt_keras.label_text import label_table
@@ -58,8 +58,7 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
         start = checkpoint.resume_epoch(model, str(checkpoint_dir), stop, epochs, setup.averaging)
     history = EpochHistory(checkpoint_dir, start) if checkpoint_dir is not None else None
     monitors = [RankingMonitor(validation, counts, train.num_examples, config), *(callbacks or [])]
-    every = CHECKPOINT_EVERY_SECONDS if checkpoint_every is None else checkpoint_every
-    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop, setup.averaging, every)] \
+    after = [history, checkpoint.TrainingCheckpoint(str(checkpoint_dir), stop, setup.averaging, checkpoint_every)] \
         if history is not None else []
     after += [progress(start)] if progress is not None else []
     callbacks = setup.callbacks(config, monitors, after)

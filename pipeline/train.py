@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cdgt.pipeline.datasets import EMBEDDED
+from cdgt_keras.cadence import CHECKPOINT_EVERY_SECONDS
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
 from cdgt_keras.files import atomic_write, write_json
@@ -68,14 +69,14 @@ def load_features(data_dir: str | Path | None, dataset: str,
 
 def run_training(config: CDGTConfig, splits: dict[str, MultiLabelData], output: str | Path, *,
                  verbose: int = 1, featurizer: Any = None, resume: bool = False,
-                 checkpoint_every: float | None = None) -> dict[str, Any]:
+                 checkpoint_every: float = CHECKPOINT_EVERY_SECONDS) -> dict[str, Any]:
     """Train, tune, evaluate and write the run directory; returns the metrics dict written to metrics.json.
     `featurizer`: what made the features from raw input (from `load_features`), stored for serving.
 
     An epoch end checkpoints the training in `output`/checkpoint/ (with the data's fingerprint, run.json) once
-    `checkpoint_every` seconds have passed since the last checkpoint (fit_model: None is the default, 0 every
-    epoch); `resume` continues a killed run from there, on the same data only (a ValueError otherwise). The
-    checkpoint is removed once metrics.json, the last file, is written."""
+    `checkpoint_every` seconds have passed since the last checkpoint (0: every epoch); `resume` continues a
+    killed run from there, on the same data only (a ValueError otherwise). The checkpoint is removed once
+    metrics.json, the last file, is written."""
     import keras
     import numpy as np
     import scipy.sparse as sp

@@ -29,7 +29,7 @@ class _Epochs(keras.callbacks.Callback):
         logs["val_score"] = SCORES[epoch]
 
 
-def _fit(directory, every: float, monkeypatch, epochs: int = 7) -> list[tuple[str, float]]:
+def _fit(directory, every: float, monkeypatch) -> list[tuple[str, float]]:
     """Fit 7 epochs with a checkpoint every `every` seconds of the fake clock; the best weights' writes (name,
     time)."""
     clock, written = [0.0], []
@@ -43,7 +43,7 @@ def _fit(directory, every: float, monkeypatch, epochs: int = 7) -> list[tuple[st
     stop = EarlyStopping(monitor="val_score", mode="max", patience=10, restore_best_weights=True)
     x, y = np.ones((4, 2), "float32"), np.ones((4, 1), "float32")
     saving = checkpoint.TrainingCheckpoint(str(directory), stop, every_seconds=every)
-    model.fit(x, y, epochs=epochs, verbose=0, callbacks=[_Epochs(clock), stop, saving])
+    model.fit(x, y, epochs=len(SCORES), verbose=0, callbacks=[_Epochs(clock), stop, saving])
     return written
 
 
