@@ -53,7 +53,8 @@ def profile_road(data: Any, config: CDGTConfig, batches: int, dense: bool) -> di
     train = data.splits["train"]
     _, freq = label_frequencies(train.labels, train.num_labels)
     model = build_trainable(config, freq, num_train=train.num_examples,
-                            wide_columns=wide_columns(config, train.embedding_columns))
+                            wide_columns=wide_columns(config, train.embedding_columns),
+                            dense_columns=train.embedding_columns)
     if dense:
         import keras
 

@@ -24,19 +24,21 @@ class MLP(keras.layers.Layer):
     """Optional input dropout, then Dense(hidden[k], activation) + Dropout per hidden size, then an optional linear
     output layer (its bias starts at `output_bias` [output_units] when given, else 0). `training_precision`: the
     dense products' precision in training (`SparseDense`); a sparse input's product stays float32.
+    `dense_columns`: the leading columns of a sparse input that the first Dense multiplies as a dense block.
 
     With no hidden sizes and no output layer it is the identity (already-encoded features).
     """
 
     def __init__(self, hidden: tuple[int, ...], *, activation: str, dropout: float,
                  output_units: int | None = None, output_bias: Any = None, input_dropout: float = 0.0,
-                 training_precision: str = "float32", **kwargs: Any):
+                 training_precision: str = "float32", dense_columns: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         self.blocks: list[keras.layers.Layer] = []
         if input_dropout > 0:
             self.blocks.append(InputDropout(input_dropout, name=f"{self.name}_input_dropout"))
         for k, units in enumerate(hidden):
             self.blocks.append(SparseDense(units, activation=activation, training_precision=training_precision,
+                                           dense_columns=dense_columns if k == 0 else 0,
                                            name=f"{self.name}_dense_{k}"))
             if dropout > 0:
                 self.blocks.append(keras.layers.Dropout(dropout, name=f"{self.name}_dropout_{k}"))

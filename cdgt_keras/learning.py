@@ -93,14 +93,15 @@ def encoder_optimizer(config: CDGTConfig, num_labels: int | None = None) -> kera
 
 
 def build_trainable(config: CDGTConfig, label_freq: np.ndarray, memory: Any = None, num_train: int = 0,
-                    wide_columns: int = 0) -> Any:
+                    wide_columns: int = 0, dense_columns: int = 0) -> Any:
     """A compiled CDGTModel whose shared encoder trains with `encoder_optimizer(config)`; `memory` (a
     cdgt_keras.neighbours.MemoryShape) sizes its neighbour votes and label centroids when the config asks for them;
     `num_train`, the training rows behind `label_freq` (needed by `rarity="propensity"`); `wide_columns`, the
-    leading input columns its wide parts read (0: all; `wide_columns`)."""
+    leading input columns its wide parts read (0: all; `wide_columns`); `dense_columns`, the leading columns every
+    row fills (a text embedding's), which the encoder's first layer multiplies as a dense block."""
     from cdgt_keras.model import CDGTModel
 
-    model = CDGTModel(config, label_freq, memory, num_train, wide_columns)
+    model = CDGTModel(config, label_freq, memory, num_train, wide_columns, dense_columns)
     model.compile(optimizer=encoder_optimizer(config, int(np.size(label_freq))), jit_compile=False)
     return model
 
@@ -247,11 +248,13 @@ def fit_setup(config: CDGTConfig, label_freq: np.ndarray, width: int, num_train:
               embedding_columns: int = 0) -> FitSetup:
     """A compiled CDGTModel built for inputs of `width` (every optimizer too, so that a checkpoint can load into
     it), with `early_stopping(config)` and the epoch's steps over `num_train` training rows; `memory` as in
-    build_trainable; `embedding_columns`, the input's leading text-embedding columns (`wide_columns`). Under a
-    distribution strategy, call it inside the strategy's scope."""
+    build_trainable; `embedding_columns`, the input's leading text-embedding columns (`wide_columns`; the encoder's
+    first layer multiplies them as a dense block). Under a distribution strategy, call it inside the strategy's
+    scope."""
     from cdgt_keras.averaging import WeightAveraging
 
-    model = build_trainable(config, label_freq, memory, num_train, wide_columns(config, embedding_columns))
+    model = build_trainable(config, label_freq, memory, num_train, wide_columns(config, embedding_columns),
+                            embedding_columns)
     model.build((None, width))
     steps, epochs = epoch_steps(num_train, config)[1], training_epochs(config, len(label_freq))
     averaging = WeightAveraging(steps * epochs, config.averaging_fraction, config.averaging_every) \

@@ -3,6 +3,8 @@
 - `SparseDense`: keras.layers.Dense that multiplies a tf.SparseTensor batch by its kernel through the rows of the
   batch's distinct features only (`sparse_matmul`). Its kernel gradient is a tf.IndexedSlices over those rows
   (Keras' own Dense uses sparse_dense_matmul on the whole kernel, whose gradient is a dense [V, H] matrix).
+  With `dense_columns`, the input's leading columns (a text embedding's, filled in every row) are multiplied as
+  a dense block instead (`split_matmul`, `leading_block`).
 - `InputDropout`: dropout of the input's entries (a tf.SparseTensor's stored values, or a dense input's cells).
 - `LazyAdam`: keras.optimizers.Adam that updates only the rows an IndexedSlices gradient names (the moments of
   absent rows are left as they are, as TF Addons' LazyAdam), in one pass by cdgt's fused kernel where it builds;
@@ -34,17 +36,46 @@ def _kernel_tensor(kernel: Any) -> Any:
     return kernel.value if isinstance(kernel, keras.Variable) else kernel
 
 
-def sparse_matmul(x: tf.SparseTensor, kernel: Any) -> tf.Tensor:
-    """x [B, V] (sparse) @ kernel [V, H], through the U distinct features of the batch: their kernel rows
-    [U, H] are gathered once and multiplied by x with its columns renumbered 0..U-1 ([B, U], sparse). The
-    gradient is then one [U, H] block of row slices (tf.IndexedSlices, each row once), and no [nnz, H] tensor
+def sparse_matmul(x: tf.SparseTensor, kernel: Any, offset: int = 0) -> tf.Tensor:
+    """x [B, V] (sparse) @ kernel[offset:offset + V] [V, H], through the U distinct features of the batch: their
+    kernel rows [U, H] are gathered once and multiplied by x with its columns renumbered 0..U-1 ([B, U], sparse).
+    The gradient is then one [U, H] block of row slices (tf.IndexedSlices, each row once), and no [nnz, H] tensor
     is made, forward or backward: on debtags' batches (256 documents, 22k entries, 100k x 512 kernel) the
     forward and backward take about a tenth of the time of a gather of every entry's row and a per-example sum.
     """
     cols, position = tf.unique(x.indices[:, 1])
     local = tf.SparseTensor(tf.stack([x.indices[:, 0], tf.cast(position, tf.int64)], axis=1),
                             tf.cast(x.values, tf.float32), tf.stack([x.dense_shape[0], tf.size(cols, tf.int64)]))
-    return tf.sparse.sparse_dense_matmul(local, tf.gather(_kernel_tensor(kernel), cols))
+    rows = cols + offset if offset else cols
+    return tf.sparse.sparse_dense_matmul(local, tf.gather(_kernel_tensor(kernel), rows))
+
+
+def leading_block(x: tf.SparseTensor, n: int) -> tf.Tensor:
+    """x's first n columns as a dense [B, n] tensor (absent entries 0): the text embedding's columns, which
+    every row fills, cost a dense product less than the sparse road's gather and renumbering.
+
+        >>> x = tf.sparse.from_dense(tf.constant([[1.0, 0.0, 3.0], [0.0, 2.0, 0.0]]))
+        >>> leading_block(x, 2).numpy().tolist()
+        [[1.0, 0.0], [0.0, 2.0]]
+    """
+    return tf.sparse.to_dense(tf.sparse.slice(x, [0, 0], tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)])))
+
+
+def split_matmul(x: tf.SparseTensor, kernel: Any, n: int) -> tf.Tensor:
+    """x [B, V] (sparse) @ kernel [V, H] as the dense product of x's first n columns with the kernel's first n
+    rows plus `sparse_matmul` of the other columns with the other rows (the same sum, in another order). The
+    kernel's gradient stays row slices (the first n rows' block, then the batch's other features' rows), so a
+    row-wise optimizer still touches only those rows.
+
+        >>> x = tf.sparse.from_dense(tf.constant([[1.0, 0.0, 3.0], [0.0, 2.0, 0.0]]))
+        >>> kernel = tf.constant([[1.0], [10.0], [100.0]])
+        >>> split_matmul(x, kernel, 2).numpy().tolist()   # == x @ kernel
+        [[301.0], [20.0]]
+    """
+    width = x.dense_shape[1]
+    rest = tf.sparse.slice(x, tf.constant([0, n], tf.int64), tf.stack([x.dense_shape[0], width - n]))
+    lead = tf.matmul(leading_block(x, n), tf.gather(_kernel_tensor(kernel), tf.range(n)))
+    return lead + sparse_matmul(rest, kernel, offset=n)
 
 
 def bfloat16_matmul(x: tf.Tensor, kernel: Any) -> tf.Tensor:
@@ -110,8 +141,11 @@ class SparseDense(keras.layers.Dense):
     evaluation, serving) keeps float32, and the weights and their updates are float32 throughout.
     """
 
-    def __init__(self, *args: Any, training_precision: str = "float32", **kwargs: Any):
+    def __init__(self, *args: Any, training_precision: str = "float32", dense_columns: int = 0, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # A sparse input's first `dense_columns` columns (the text embedding's) are multiplied as a dense block
+        # (`split_matmul`); 0: the whole input on the sparse road (`sparse_matmul`).
+        self.dense_columns = int(dense_columns)
         if training_precision not in PRECISIONS:
             raise ValueError(f"training_precision={training_precision!r} is not allowed; expected one of "
                              f"{', '.join(PRECISIONS)}")
@@ -124,14 +158,24 @@ class SparseDense(keras.layers.Dense):
                           f"training products run in float32 instead of {training_precision!r}", RuntimeWarning,
                           stacklevel=2)
 
+    def build(self, input_shape: Any) -> None:
+        width = input_shape[-1]
+        if self.dense_columns and width is not None and self.dense_columns > width:
+            raise ValueError(f"{self.name}: dense_columns={self.dense_columns} is more than the input's {width} "
+                             "columns")
+        super().build(input_shape)
+
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "training_precision": self.training_precision}
+        return {**super().get_config(), "training_precision": self.training_precision,
+                "dense_columns": self.dense_columns}
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         if not isinstance(inputs, tf.SparseTensor):
             if not training or self.effective_precision == "float32":
                 return super().call(inputs, training=training)
             x = PRECISIONS[self.effective_precision](inputs, self.kernel)
+        elif self.dense_columns:
+            x = split_matmul(inputs, self.kernel, self.dense_columns)
         else:
             x = sparse_matmul(inputs, self.kernel)
         if self.bias is not None:

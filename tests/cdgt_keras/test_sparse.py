@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from cdgt_keras.sparse import LazyAdam, SparseDense, sparse_matmul
+from cdgt_keras.sparse import LazyAdam, SparseDense, leading_block, sparse_matmul, split_matmul
 
 
 def _sparse_batch() -> tuple[np.ndarray, tf.SparseTensor]:
@@ -29,6 +30,44 @@ def test_sparse_matmul_equals_the_dense_product_and_its_gradient_is_row_slices()
     assert sorted(grad.indices.numpy().tolist()) == [1, 2, 4]  # the batch's distinct features, each once
     expected = dense.T @ (2 * dense @ kernel.numpy())
     np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def _embedded_batch() -> tuple[np.ndarray, tf.SparseTensor]:
+    """Rows whose first 3 columns are filled (an embedding's; one entry exactly 0, so absent) before sparse ones."""
+    rng = np.random.default_rng(3)
+    dense = np.zeros((4, 9), np.float32)
+    dense[:, :3] = rng.standard_normal((4, 3))
+    dense[2, 1] = 0.0
+    dense[0, [4, 7]], dense[1, 3], dense[3, [3, 8]] = [0.5, 2.0], 1.5, [-1.0, 0.25]  # row 2: the embedding alone
+    return dense, tf.sparse.from_dense(dense)
+
+
+def test_split_matmul_equals_the_dense_product_and_its_gradient_is_row_slices():
+    dense, sparse = _embedded_batch()
+    kernel = tf.Variable(np.random.default_rng(0).standard_normal((9, 4)).astype(np.float32))
+    np.testing.assert_array_equal(leading_block(sparse, 3).numpy(), dense[:, :3])
+    with tf.GradientTape() as tape:
+        out = split_matmul(sparse, kernel, 3)
+        loss = tf.reduce_sum(out ** 2)
+    np.testing.assert_allclose(out.numpy(), dense @ kernel.numpy(), rtol=1e-6, atol=1e-6)
+    grad = tape.gradient(loss, kernel)
+    assert isinstance(grad, tf.IndexedSlices)  # a row-wise optimizer still sees rows, not a dense [V, H] matrix
+    assert sorted(grad.indices.numpy().tolist()) == [0, 1, 2, 3, 4, 7, 8]  # the block's rows, then the batch's
+    expected = dense.T @ (2 * dense @ kernel.numpy())
+    np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_layer_with_dense_columns_answers_as_one_without_and_keeps_them_when_saved():
+    dense, sparse = _embedded_batch()
+    split, whole = SparseDense(4, activation="relu", dense_columns=3), SparseDense(4, activation="relu")
+    split.build((None, 9))
+    whole.build((None, 9))
+    whole.set_weights(split.get_weights())
+    np.testing.assert_allclose(split(sparse).numpy(), whole(sparse).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(split(dense).numpy(), whole(dense).numpy(), rtol=1e-6, atol=1e-6)
+    assert SparseDense.from_config(split.get_config()).dense_columns == 3
+    with pytest.raises(ValueError, match="dense_columns=10 is more than the input's 9 columns"):
+        SparseDense(4, dense_columns=10).build((None, 9))
 
 
 def test_sparse_dense_layer_equals_keras_dense_on_both_inputs():

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from cdgt_keras.config import CDGTConfig
 from cdgt_keras.data import MultiLabelData
-from cdgt_keras.learning import wide_columns
+from cdgt_keras.learning import build_trainable, wide_columns
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.training import fit_model
 
@@ -98,3 +98,34 @@ def test_fit_model_sizes_the_cut_from_the_data():
     assert all(part.kernel.shape[0] == 5 for part in model.wide)
     with pytest.raises(ValueError, match="no text embedding columns"):
         fit_model(config, _split(32, 0, 0), _split(16, 1, 0))
+
+
+
+def test_the_embedding_as_a_dense_block_trains_the_model_the_sparse_road_trains():
+    """`dense_columns` (fit_model sets it to the data's embedding columns) changes how the encoder's first layer
+    multiplies, not what: from the same weights, the same batches train the same model, up to float32's order of
+    summation, and the cut is saved with the model."""
+    config = CDGTConfig(**EMBEDDED, n_players=2, encoder_hidden=(4,), head_hidden=(), dropout=0.0)
+    train = _split(32, 0, 5)
+    x, y = _sparse(train.features.toarray()), train.labels.toarray().astype(np.float32)
+    models = []
+    for dense in (5, 0):
+        model = build_trainable(config, FREQ, num_train=32, wide_columns=5, dense_columns=dense)
+        model.build((None, 8))
+        models.append(model)
+    split, whole = models
+    assert split.dense_columns == 5 and split.shared_encoder.blocks[0].dense_columns == 5
+    whole.set_weights(split.get_weights())
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    for model in models:
+        model.fit(data, epochs=2, verbose=0)
+    for a, b in zip(split.get_weights(), whole.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(split(x).numpy(), whole(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert CDGTModel.from_config(split.get_config()).dense_columns == 5
+
+
+def test_fit_model_multiplies_the_embedding_as_a_dense_block():
+    config = CDGTConfig(**EMBEDDED, n_players=2, encoder_hidden=(4,), head_hidden=(), epochs=1, batch_size=8)
+    model, _, _ = fit_model(config, _split(32, 0, 5), _split(16, 1, 5))
+    assert model.dense_columns == 5 and model.shared_encoder.blocks[0].dense_columns == 5
