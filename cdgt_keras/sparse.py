@@ -51,14 +51,15 @@ def sparse_matmul(x: tf.SparseTensor, kernel: Any, offset: int = 0) -> tf.Tensor
 
 
 def leading_block(x: tf.SparseTensor, n: int) -> tf.Tensor:
-    """x's first n columns as a dense [B, n] tensor (absent entries 0): the text embedding's columns, which
+    """x's first n columns as a dense float32 [B, n] tensor (absent entries 0): the text embedding's columns, which
     every row fills, cost a dense product less than the sparse road's gather and renumbering.
 
         >>> x = tf.sparse.from_dense(tf.constant([[1.0, 0.0, 3.0], [0.0, 2.0, 0.0]]))
         >>> leading_block(x, 2).numpy().tolist()
         [[1.0, 0.0], [0.0, 2.0]]
     """
-    return tf.sparse.to_dense(tf.sparse.slice(x, [0, 0], tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)])))
+    block = tf.sparse.slice(x, [0, 0], tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)]))
+    return tf.cast(tf.sparse.to_dense(block), tf.float32)  # as sparse_matmul reads any input's values
 
 
 def split_matmul(x: tf.SparseTensor, kernel: Any, n: int) -> tf.Tensor:
