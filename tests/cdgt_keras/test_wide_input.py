@@ -96,9 +96,9 @@ def test_fit_model_sizes_the_cut_from_the_data():
     model, _, _ = fit_model(config, train, _split(16, 1, 5))
     assert model.wide_columns == 5
     assert all(part.kernel.shape[0] == 5 for part in model.wide)
+    assert model.dense_columns == 5 and model.shared_encoder.blocks[0].dense_columns == 5  # the block, densely
     with pytest.raises(ValueError, match="no text embedding columns"):
         fit_model(config, _split(32, 0, 0), _split(16, 1, 0))
-
 
 
 def test_the_embedding_as_a_dense_block_trains_the_model_the_sparse_road_trains():
@@ -124,8 +124,3 @@ def test_the_embedding_as_a_dense_block_trains_the_model_the_sparse_road_trains(
     np.testing.assert_allclose(split(x).numpy(), whole(x).numpy(), rtol=1e-4, atol=1e-5)
     assert CDGTModel.from_config(split.get_config()).dense_columns == 5
 
-
-def test_fit_model_multiplies_the_embedding_as_a_dense_block():
-    config = CDGTConfig(**EMBEDDED, n_players=2, encoder_hidden=(4,), head_hidden=(), epochs=1, batch_size=8)
-    model, _, _ = fit_model(config, _split(32, 0, 5), _split(16, 1, 5))
-    assert model.dense_columns == 5 and model.shared_encoder.blocks[0].dense_columns == 5
