@@ -49,7 +49,9 @@ def centroid_matrix(features: Any, labels: Any, max_features: int = 0) -> sp.csr
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"features have {x.shape[0]} rows, labels {y.shape[0]}")
     norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
-    sums = sp.csr_matrix(y.T @ (sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x))
+    # row-major on both sides: y.T (csc) @ x converted all of x to csc first (2.5 s of debtags' 3.4); each sum
+    # runs over the training rows in ascending order either way
+    sums = sp.csr_matrix(y.T) @ (sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x)
     sums.sum_duplicates()
     sums.eliminate_zeros()
     if max_features and sums.nnz:

@@ -184,9 +184,8 @@ class NeighbourVotes(keras.layers.Layer):
         else:
             norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
             # unit rows first, then the cap: a capped list's scores are the exact cosines' partial sums
-            unit = postings.cap_lists(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x, self.shape.list_cap)
-            by_feature = sp.csc_matrix(unit, dtype=np.float32)
-            by_feature.sort_indices()
+            by_feature = postings.capped_columns(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x,
+                                                 self.shape.list_cap).astype(np.float32)
             features = np.repeat(np.arange(x.shape[1], dtype=np.int64), np.diff(by_feature.indptr))
             self.x_entries.assign(np.stack([features, by_feature.indices.astype(np.int64)], axis=1))
             self.x_values.assign(by_feature.data.astype(np.float32))

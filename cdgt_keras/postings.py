@@ -36,6 +36,8 @@ import tensorflow as tf
 # a row's 65k in 3.0 ms against 27 ms for all; 32 rows' 0.97M in 42 ms against 68 ms; 128 rows' 1.5M in 176 ms
 # against 249 ms)
 READ_RATIO = 1.5
+# `column_counts` counts this many entries at a time (a bounded int64 copy: 8 MB, not 8 bytes an entry of all)
+COUNT_CHUNK = 1 << 20
 
 
 def unit_rows(query: tf.SparseTensor) -> tf.SparseTensor:
@@ -82,16 +84,32 @@ def product(query: tf.SparseTensor, splits: tf.Tensor, entries: tf.Tensor, value
                    lambda: plain_product(query, entries, values, num_features, num_columns))
 
 
+def column_counts(matrix: Any) -> np.ndarray:
+    """Each column's entries in `matrix` (duplicates summed, zeros not counted), read off its row-major indices:
+    no column-major copy (on debtags' 24k training rows of 20.7M entries, 0.1 s where one took 1.3 s).
+
+        >>> column_counts(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [5.0, 0.0]])).tolist()
+        [3, 1]
+    """
+    m = sp.csr_matrix(matrix)
+    if not m.has_canonical_format:
+        m = m.copy()  # the caller's arrays may be read-only
+        m.sum_duplicates()
+    ids = m.indices if np.count_nonzero(m.data) == m.nnz else m.indices[m.data != 0]
+    counts = np.zeros(m.shape[1], dtype=np.int64)
+    for start in range(0, ids.size, COUNT_CHUNK):  # bincount copies its input to int64: a chunk at a time
+        counts += np.bincount(ids[start:start + COUNT_CHUNK], minlength=m.shape[1])
+    return counts
+
+
 def capped_nnz(matrix: Any, cap: int) -> int:
     """The entries `cap_lists(matrix, cap)` keeps: per column (feature), at most `cap` (0: no cap).
 
         >>> capped_nnz(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [5.0, 0.0]]), 2)   # column 0 keeps 2 of its 3
         3
     """
-    m = sp.csc_matrix(matrix, copy=True)  # the caller's arrays may be read-only
-    m.sum_duplicates()
-    m.eliminate_zeros()
-    return int(np.minimum(np.diff(m.indptr), int(cap)).sum()) if cap else int(m.nnz)
+    counts = column_counts(matrix)
+    return int(np.minimum(counts, int(cap)).sum()) if cap else int(counts.sum())
 
 
 def cap_lists(matrix: Any, cap: int) -> Any:
@@ -102,14 +120,25 @@ def cap_lists(matrix: Any, cap: int) -> Any:
         >>> cap_lists(m, 1).toarray().tolist()   # column 0: a tie of 3s, the lower row kept
         [[0.0, 2.0], [3.0, 0.0], [0.0, 0.0]]
     """
-    if not cap:
+    if not cap or column_counts(matrix).max(initial=0) <= cap:
         return matrix
-    m = sp.csr_matrix(sp.csc_matrix(matrix).T, copy=True)  # [F, N]: a feature's list is a row
+    return sp.csr_matrix(capped_columns(matrix, cap), dtype=sp.csr_matrix(matrix).dtype)
+
+
+def capped_columns(matrix: Any, cap: int) -> sp.csc_matrix:
+    """`cap_lists(matrix, cap)` in column-major order (a csc matrix with sorted indices, duplicates summed and
+    zeros dropped): what a posting-list memory stores, made with one conversion instead of three.
+
+        >>> capped_columns(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [3.0, 0.0]]), 1).toarray().tolist()
+        [[0.0, 2.0], [3.0, 0.0], [0.0, 0.0]]
+    """
+    m = sp.csc_matrix(matrix, copy=True)  # the caller's arrays may be read-only
     m.sum_duplicates()
     m.eliminate_zeros()
-    if np.diff(m.indptr).max(initial=0) <= cap:
-        return matrix
-    return sp.csr_matrix(largest_per_row(m, int(cap)).T, dtype=m.dtype)
+    if cap and np.diff(m.indptr).max(initial=0) > cap:
+        m = largest_per_row(m.T, int(cap)).T  # a csc matrix's transpose is the csr of its columns, no copy
+    m.sort_indices()
+    return m
 
 
 def largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
@@ -134,5 +163,8 @@ def largest_per_row(m: sp.csr_matrix, keep: int) -> sp.csr_matrix:
         row_kept = values > cut
         row_kept[np.flatnonzero(values == cut)[:keep - np.count_nonzero(row_kept)]] = True  # columns ascend
         kept[start:stop] = row_kept
-    rows = np.repeat(np.arange(m.shape[0]), lengths)
-    return sp.csr_matrix((m.data[kept], (rows[kept], m.indices[kept])), shape=m.shape)
+    # a longer row keeps exactly `keep`, in place: the rows' ends without a pass over every entry, nor a re-sort
+    indptr = np.concatenate([[0], np.cumsum(np.minimum(lengths, keep))])
+    if np.count_nonzero(kept) != indptr[-1]:  # a NaN is neither above nor equal to the cut
+        raise ValueError("largest_per_row: the matrix holds non-finite values")
+    return sp.csr_matrix((m.data[kept], m.indices[kept], indptr), shape=m.shape)

@@ -110,11 +110,14 @@ def pick_exponent(chunks: Callable[[], Iterable[tuple[np.ndarray, Any]]], grid: 
     return min(a for a in allowed if table[a][1] >= best * (1 - 1e-9)), table
 
 
-def tune_reranking(model: Any, val_x: Any, val_y: Any, batch_size: int = 256,
-                   rows: int = 2048) -> dict[float, tuple[float, float]]:
+def tune_reranking(model: Any, val_x: Any, val_y: Any, batch_size: int = 256, rows: int = 2048,
+                   answers: Callable[[], Iterable[tuple[np.ndarray, Any]]] | None = None
+                   ) -> dict[float, tuple[float, float]]:
     """Set `model.rerank_exponent` (config rerank_slack > 0; else nothing) by `pick_exponent` on the model's
     ranking answer over validation, chunks of `rows`, k the config's `memory_tuning_k`; returns (and keeps in
-    `model.rerank_tuning`) the table. Run last, once the memories' weights are set (`settle` calls it)."""
+    `model.rerank_tuning`) the table. Run last, once the memories' weights are set (`settle` calls it, with
+    `answers`: (the model's answer, labels) chunk by chunk, blended from the scores it holds, so that the memories
+    are not asked again; without it the model answers validation here)."""
     config = model.cdgt_config
     if getattr(model, "rerank_exponent", None) is None or config.rerank_slack <= 0:
         return {}
@@ -122,12 +125,13 @@ def tune_reranking(model: Any, val_x: Any, val_y: Any, batch_size: int = 256,
     from cdgt_keras.metrics import propensities
 
     model.rerank_exponent.assign(0.0)
-    score = batch_scorer(lambda x: model(x, training=False))
-    starts = range(0, val_x.shape[0], rows)
+    if answers is None:
+        score = batch_scorer(lambda x: model(x, training=False))
+        starts = range(0, val_x.shape[0], rows)
+        answers = lambda: ((score(val_x[s:s + rows], batch_size), val_y[s:s + rows]) for s in starts)  # noqa: E731
     props = propensities(model.label_freq * model.num_train, model.num_train, config.psp_a, config.psp_b)
-    exponent, table = pick_exponent(
-        lambda: ((score(val_x[s:s + rows], batch_size), val_y[s:s + rows]) for s in starts),
-        config.rerank_exponents, config.rerank_slack, config.memory_tuning_k, props)
+    exponent, table = pick_exponent(answers, config.rerank_exponents, config.rerank_slack, config.memory_tuning_k,
+                                    props)
     model.rerank_exponent.assign(exponent)
     model.rerank_tuning = table
     return table

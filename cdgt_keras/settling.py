@@ -170,17 +170,42 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
         _tune(table, lambda scored=scored: ((p, scored(s), y) for s, p, y in chunks()), table_grid, k, weights,
               slack)
         tuned.append((table, scored))
-    if config.tail_memory == "own" or config.tail_decisions == "own":
-        def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
-            """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
-            for start in starts:
-                part = val_x[start:start + rows]
-                own = bare[start] if bare is not None and start in bare else fused(part, batch_size)
-                yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
 
+    def own_scores() -> Iterator[tuple[np.ndarray, list[np.ndarray], Any]]:
+        """(the model's own answer, each memory layer's scores, labels), chunk by chunk of validation."""
+        for start in starts:
+            part = val_x[start:start + rows]
+            own = bare[start] if bare is not None and start in bare else fused(part, batch_size)
+            yield own, [_dense(scored(start)) for _, scored in tuned], sp.csr_matrix(val_y[start:start + rows])
+
+    if config.tail_memory == "own" or config.tail_decisions == "own":
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
-    tune_reranking(model, val_x, val_y, batch_size, rows)  # last: it re-ranks the answer the memories made
+    # last: it re-ranks the answer the memories made, blended here from the scores settle holds (the model's
+    # answer to the bit; with a shortlist the network's scores differ, and the model itself is asked)
+    answers = None if model.shortlisted() else lambda: settled_answers(model, layers, own_scores)
+    tune_reranking(model, val_x, val_y, batch_size, rows, answers=answers)
     return first_tables[0] if first_tables else {}
+
+
+def settled_answers(model: Any, layers: list[Any], chunks: Callable[[], Iterable[tuple[np.ndarray, list[Any], Any]]]
+                    ) -> Iterator[tuple[np.ndarray, Any]]:
+    """(the model's ranking scores before any re-ranking, labels), chunk by chunk: each of `chunks()`'s (own
+    answer, each memory layer's scores, labels) blended as the model blends them, in `layers`' order at each
+    layer's share per label (its weight; on the tail labels its tail weight where that is set), in float32."""
+    tail = np.asarray(model.tail_mask.numpy(), dtype=bool)
+    shares = [_share(layer, tail) for layer in layers]
+    for own, parts, labels in chunks():
+        scores = own
+        for part, share in zip(parts, shares):
+            if share.max() > 0.0:
+                scores = (np.float32(1.0) - share) * scores + share * np.asarray(part, dtype=np.float32)
+        yield scores, labels
+
+
+def _share(layer: Any, tail: np.ndarray) -> np.ndarray:
+    """A memory layer's share of the ranking per label [L] (float32), as the model's `_share` computes it."""
+    weight, tail_weight = np.float32(layer.weight.numpy()), np.float32(layer.tail_weight.numpy())
+    return np.where(tail & (tail_weight >= 0.0), tail_weight, weight).astype(np.float32)
 
 
 def tuning_weights(config: Any, train_y: Any) -> np.ndarray | None:

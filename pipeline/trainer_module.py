@@ -47,6 +47,7 @@ from cdgt_keras.label_text import label_table, label_texts, named_features, unit
 from cdgt_keras.learning import fit_setup
 from cdgt_keras.model import CDGTModel
 from cdgt_keras.neighbours import MemoryShape
+from cdgt_keras.pages import small_pages
 from cdgt_keras.records import in_id_order
 from cdgt_keras.reranking import tune_reranking
 from cdgt_keras.resume import epoch_batches
@@ -192,6 +193,7 @@ def fit(model: CDGTModel, train: Any, validation: tf.data.Dataset | None, steps:
 
 def run_fn(fn_args: Any) -> None:
     """TFX Trainer entry point."""
+    small_pages()  # as the command line does (cdgt_keras.pages): a Kubeflow container starts here
     custom = fn_args.custom_config
     config = CDGTConfig.from_dict(custom["cdgt"])
     data, stats = custom["data"], load_stats(custom["label_stats_uri"])

@@ -54,9 +54,12 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def apply_global_options(args: argparse.Namespace) -> None:
-    """Set up the console (console.py) and pass -v / -q to the commands that have their own."""
+    """Set up the console (console.py) and numpy's page size (cdgt_keras.pages), and pass -v / -q to the commands
+    that have their own."""
     from cdgt.pipeline.cli.console import configure
+    from cdgt_keras.pages import small_pages
 
+    small_pages()  # numpy's huge-page advice off (cdgt_keras.pages), here and in the processes started from here
     configure(args.verbosity, args.global_quiet)
     if args.verbosity and hasattr(args, "verbose"):
         args.verbose = True

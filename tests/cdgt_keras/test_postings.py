@@ -137,6 +137,29 @@ def test_cap_lists_keeps_each_features_largest_entries_and_counts_them():
     assert postings.capped_nnz(m, 0) == m.nnz
 
 
+def test_column_counts_and_capped_columns_read_a_matrix_as_its_column_major_copy(monkeypatch):
+    """Counted off the row-major indices (in chunks), entries as a csc copy has them: duplicates summed, zeros
+    (given, or summed to) not counted; `capped_columns` is `cap_lists` in column-major order."""
+    rng = np.random.default_rng(5)
+    dense = rng.choice([0.0, 0.0, -0.5, 0.25, 1.0], size=(40, 9)).astype(np.float32)
+    m = sp.csr_matrix(dense)
+    m.data[::7] = 0.0  # explicit zeros
+    coo = m.tocoo()
+    dup = sp.csr_matrix((np.r_[coo.data, [2.0, -2.0, 1.5]], (np.r_[coo.row, [0, 0, 1]], np.r_[coo.col, [8, 8, 8]])),
+                        shape=m.shape)  # two that sum to zero: one more entry only where row 1 gets 1.5
+    monkeypatch.setattr(postings, "COUNT_CHUNK", 16)
+    for matrix in (m, dup, sp.csc_matrix(dup)):
+        want = sp.csc_matrix(matrix, copy=True)
+        want.sum_duplicates()
+        want.eliminate_zeros()
+        assert postings.column_counts(matrix).tolist() == np.diff(want.indptr).tolist()
+        for cap in (0, 1, 3, 40):
+            got = postings.capped_columns(matrix, cap)
+            assert got.format == "csc" and got.has_sorted_indices
+            np.testing.assert_array_equal(got.toarray(), sp.csr_matrix(postings.cap_lists(matrix, cap)).toarray())
+            assert got.nnz == postings.capped_nnz(matrix, cap)
+
+
 @pytest.mark.parametrize("keep", [0, 1, 3, 7])
 def test_largest_per_row_keeps_each_rows_largest_entries_ties_to_the_lower_column(keep):
     """Against each row's entries sorted by value descending, then column, in plain Python; values drawn from a

@@ -93,6 +93,32 @@ def test_a_settled_model_ranks_re_ranked_and_decides_on_its_plain_scores_saved_a
     np.testing.assert_allclose(np.asarray(loaded(q, deciding=True)), plain, rtol=1e-6)
 
 
+def test_settle_tunes_the_exponent_on_the_answers_the_model_gives():
+    """settle picks the exponent on answers blended from the scores it holds: they are the model's own (every
+    memory at its share, the tail's own weights, before any re-ranking), and the table the model's answers give."""
+    from cdgt_keras.reranking import tune_reranking
+    from cdgt_keras.settling import settled_answers
+
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5, neighbour_space="both",
+                        centroid_features=6, tail_fraction=0.3, tail_memory="own", tail_memory_slack=1.0,
+                        rerank_slack=1.0, rerank_exponents=(0.5, 1.0, 2.0))
+    model, x, y = settled_model(config)
+    layers = [layer for layer, _ in model.memory_layers()]
+    assert len(layers) == 3 and all(float(layer.weight.numpy()) > 0.0 for layer in layers)
+    assert any(float(layer.tail_weight.numpy()) >= 0.0 for layer in layers)  # the tail's own shares are in play
+    held, exponent = model.rerank_tuning, float(model.rerank_exponent.numpy())
+    model.rerank_exponent.assign(0.0)
+    asked = np.asarray(model(to_sparse_tensor(x)))
+    own = np.asarray(model.fused_probs(to_sparse_tensor(x)))
+    parts = [np.asarray(layer(to_sparse_tensor(x) if space == "input" else model.shared_encoder(to_sparse_tensor(x)))
+                        ) for layer, space in model.memory_layers()]
+    [(blended, labels)] = list(settled_answers(model, layers, lambda: [(own, parts, y)]))
+    assert labels is y and not np.array_equal(blended, own)
+    np.testing.assert_allclose(blended, asked, rtol=1e-6, atol=1e-7)
+    assert tune_reranking(model, x, y, batch_size=16, rows=32) == held  # the model asked: the same table
+    assert float(model.rerank_exponent.numpy()) == exponent
+
+
 def test_without_a_slack_the_model_has_no_re_ranking_and_the_paper_preset_none():
     assert CDGTConfig.preset("paper").rerank_slack == 0.0
     model = settled_model(CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), neighbours=5))[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import warnings
 
@@ -42,6 +43,25 @@ def test_verbose_and_quiet_reach_the_commands_that_have_their_own():
     assert args.verbosity == 2 and args.verbose and not console.is_quiet()
     with pytest.raises(SystemExit):
         parser.parse_args(["-q", "-v", "run"])
+
+
+@pytest.mark.parametrize(("given", "on"), [(None, False), ("1", True), ("0", False)])
+def test_a_command_turns_numpys_huge_page_advice_off_unless_the_user_set_it(monkeypatch, given, on):
+    import numpy as np
+
+    from cdgt_keras.pages import VARIABLE
+
+    if given is None:
+        monkeypatch.delenv(VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(VARIABLE, given)
+    before = np.core.multiarray._get_madvise_hugepage()
+    try:
+        apply_global_options(build_parser().parse_args(["train", "--dataset", "synthetic", "--output", "o"]))
+        assert np.core.multiarray._get_madvise_hugepage() is on
+        assert os.environ[VARIABLE] == (given or "0")  # what a process started from this one reads
+    finally:
+        np.core.multiarray._set_madvise_hugepage(before)
 
 
 def test_quiet_drops_progress_lines_only(capsys):
