@@ -3,10 +3,9 @@
 On Linux numpy asks the kernel to back each array of 4 MB or more with 2 MB pages (madvise MADV_HUGEPAGE). Training,
 settling and evaluating make and drop thousands of such arrays (a validation chunk's scores, a memory's sorted
 copies). Where free memory is fragmented, or handed back to a hypervisor as in a virtual machine that reports its
-free pages, each new huge page costs the kernel a compaction before the array's first write: on debtags (`cdgt train
---dataset debtags`, 2-core VM) the text default's training took 88 s with the advice and 67 s without, its kernel
-time 47 s against 19 s (bench/learner_notes.md, round 65). Small pages cost a little more in address translation,
-which these workloads do not feel.
+free pages, each new huge page costs the kernel a compaction before the array's first write: on a 2-core VM, `cdgt
+train --dataset debtags` with the text default trained in 82-84 s with the advice and 65-68 s without, its kernel
+time 38 s against 19 s and its user time the same (three runs each, side by side; bench/learner_notes.md, round 65).
 
 `NUMPY_MADVISE_HUGEPAGE` (numpy's own switch: 0 off, 1 on), when the user has set it, decides instead.
 

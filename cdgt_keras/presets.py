@@ -95,12 +95,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     # (step 0.02), a lower curiosity weight (alpha 1) with the logits adjusted by 2 x log propensity, the tail's
     # decisions taken apart from its ranking, and the ranking re-ordered by propensity below each row's first
     # label, the exponent picked on validation within 0.3 points of P@5. On debtags (three seeds, one run) it is
-    # above the best of Omikuji and LibMultiLabel as they ship on all six figures (P@1 +1.58, P@5 +0.63, PSP@5
-    # +4.82, Micro-F1 +2.25, Macro-F1 +6.27, Rare-F1 +19.02), and against them on its own columns level on the head
-    # (P@1 +0.20, P@5 +0.22, inside the seeds' spread) and ahead on the tail (PSP@5 +2.47, Macro-F1 +2.15, Rare-F1
-    # +10.53), where `recommended` on TF-IDF leaves P@1 1.4 points below Omikuji (bench/learner_notes.md, rounds
-    # 50-59, rerun in round 64). Without raw text (bibtex, delicious, yeast, emotions: features as given) there is
-    # nothing to embed.
+    # above the best of Omikuji and LibMultiLabel as they ship on all six figures (P@1 +1.69, P@5 +0.62, PSP@5
+    # +4.73, Micro-F1 +2.12, Macro-F1 +5.52, Rare-F1 +19.19), and against them on its own columns level on the head
+    # (P@1 +0.14, P@5 +0.24, inside the seeds' spread) and ahead on the tail (PSP@5 +2.47, Macro-F1 +2.15, Rare-F1
+    # +10.53), where `recommended` on TF-IDF leaves P@1 1.4 points below Omikuji; it trains in 4.7x Omikuji's time
+    # on TF-IDF (bench/learner_notes.md, rounds 50-59, rerun in rounds 64-65). Without raw text (bibtex, delicious,
+    # yeast, emotions: features as given) there is nothing to embed.
     "recommended_text": {
         **_RECOMMENDED,
         "alpha": 1.0, "logit_adjustment": 2.0, "logit_adjustment_prior": "propensity", "rerank_slack": 0.003,
