@@ -181,7 +181,7 @@ def settle(model: Any, train_x: Any, train_y: Any, val_x: Any, val_y: Any, grid:
     if config.tail_memory == "own" or config.tail_decisions == "own":
         settle_tail(model, layers, own_scores, [grid] * len(voters) + [g for _, g in tables])
     # last: it re-ranks the answer the memories made, blended here from the scores settle holds (the model's
-    # answer to the bit; with a shortlist the network's scores differ, and the model itself is asked)
+    # answer, the same float32 operations; with a shortlist the network's scores differ, and the model is asked)
     answers = None if model.shortlisted() else lambda: settled_answers(model, layers, own_scores)
     tune_reranking(model, val_x, val_y, batch_size, rows, answers=answers)
     return first_tables[0] if first_tables else {}
