@@ -198,7 +198,7 @@ def settled_answers(model: Any, layers: list[Any], chunks: Callable[[], Iterable
         scores = own
         for part, share in zip(parts, shares):
             if share.max() > 0.0:
-                scores = (np.float32(1.0) - share) * scores + share * np.asarray(part, dtype=np.float32)
+                scores = blend(scores, np.asarray(part, dtype=np.float32), share)
         yield scores, labels
 
 

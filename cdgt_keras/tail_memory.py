@@ -44,9 +44,9 @@ GUARDED = (1, 5)  # the P@k the tail's weights must keep (within the slack)
 Chunks = Callable[[], Iterable[tuple[np.ndarray, list[np.ndarray], sp.spmatrix]]]
 
 
-def blend(scores: np.ndarray, extra: np.ndarray, weight: float) -> np.ndarray:
+def blend(scores: np.ndarray, extra: np.ndarray, weight: float | np.ndarray) -> np.ndarray:
     """(1 - weight) scores + weight extra: a memory layer's share of the answer, as the model blends it (in row
-    blocks on every core: the same values).
+    blocks on every core: the same values); `weight` one share, or one per label ([L], float32, as the model's).
 
         >>> blend(np.array([1.0, 0.0]), np.array([0.0, 1.0]), 0.25).tolist()
         [0.75, 0.25]
