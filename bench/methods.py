@@ -64,7 +64,8 @@ BASES: dict[str, Base] = {
                         preset="recommended"),
     "recommended_text": Base("CD-GTMLL, the shipped default for raw text (preset recommended_text: recommended with "
                              "a sentence embedding of each text, all-MiniLM-L6-v2 to 128 and to 32 word pieces, "
-                             "before the TF-IDF columns; every player's wide linear part on the embedding; alpha 1; "
+                             "before the TF-IDF columns; a 384-unit encoder, epochs of one pass (no 100-step "
+                             "minimum); every player's wide linear part on the embedding; alpha 1; "
                              "logits adjusted by 2 x log propensity; the tail deciding apart; propensity re-ranking "
                              "below each row's first label within 0.3 points of validation P@5)",
                              preset="recommended_text"),

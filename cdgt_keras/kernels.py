@@ -9,6 +9,10 @@
 - `column_combine()`: the `CdgtColumnCombine` op (column_combine.cc): a batch times a static sparse table of a few
   entries per output column, row by row (`cdgt_keras.columns`: the players' fusion and the game's selections in
   training, without the two transposed copies of the batch that TensorFlow's sparse product makes).
+- `leading_split()`: the `CdgtLeadingSplit` op (leading_split.cc): a sparse batch's first columns as a dense block
+  and its other entries as a sparse batch, in one pass (`cdgt_keras.sparse.split_leading`: the text embedding's
+  columns, which the encoder, the wide parts and the neighbour votes read as a dense block), where TensorFlow's
+  two slices and a densification read the batch three times; the same values.
 - `payoff_grad()`: the `CdgtPayoffGrad` op (payoff_grad.cc): the gradient of the shipped preset's payoff and rarity
   parts with respect to the fused probabilities in one pass, with the bits of TensorFlow's twenty-odd element-wise
   gradient kernels (`cdgt_keras.payoff_grad`); the focal payoff's (attribute `gamma` > 0) within float32 rounding.
@@ -46,7 +50,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_SOURCES = [Path(__file__).with_name(name) for name in ("adam.cc", "column_combine.cc", "payoff_grad.cc")]
+_SOURCES = [Path(__file__).with_name(name)
+            for name in ("adam.cc", "column_combine.cc", "leading_split.cc", "payoff_grad.cc")]
 # -ffp-contract=off: no fused multiply-adds, so each float operation rounds as TensorFlow's element-wise ops do.
 # -mno-avx512fp16: on a CPU with AVX512-FP16, TensorFlow 2.21's Eigen headers take a half-precision path that g++ 12
 # cannot parse ("expected initializer before '<'" in PacketMathFP16.h); the kernels are float32 and need none of it.
@@ -160,6 +165,12 @@ def column_combine() -> Any:
     """The `CdgtColumnCombine` op (a callable of x, splits, cols, weights), or None as `lazy_adam_rows`."""
     lib = _library()
     return None if lib is None else lib.cdgt_column_combine
+
+
+def leading_split() -> Any:
+    """The `CdgtLeadingSplit` op (a callable of indices, values, dense_shape, n), or None as `lazy_adam_rows`."""
+    lib = _library()
+    return None if lib is None else lib.cdgt_leading_split
 
 
 def payoff_grad() -> Any:

@@ -28,7 +28,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from cdgt_keras.kernels import adam_dense, lazy_adam_rows
+from cdgt_keras.kernels import adam_dense, in_portable_graphs, lazy_adam_rows, leading_split
+
+tf.no_gradient("CdgtLeadingSplit")  # it splits an input: nothing to differentiate
 
 
 def _kernel_tensor(kernel: Any) -> Any:
@@ -50,16 +52,37 @@ def sparse_matmul(x: tf.SparseTensor, kernel: Any, offset: int = 0) -> tf.Tensor
     return tf.sparse.sparse_dense_matmul(local, tf.gather(_kernel_tensor(kernel), rows))
 
 
+def split_leading(x: tf.SparseTensor, n: int) -> tuple[tf.Tensor, tf.SparseTensor]:
+    """x's first n columns as a dense float32 [B, n] tensor (absent entries 0), and its other columns as a sparse
+    [B, width - n] batch (column ids less n, values float32, in x's order): the text embedding's columns, which
+    every row fills, cost a dense product less than the sparse road's gather and renumbering. One pass of cdgt's
+    kernel (`cdgt_keras.kernels.leading_split`) where it is built and the graph may name it; else TensorFlow's
+    slices and densification, the reference (the same values).
+
+        >>> x = tf.sparse.from_dense(tf.constant([[1.0, 0.0, 3.0], [0.0, 2.0, 0.0]]))
+        >>> block, rest = split_leading(x, 2)
+        >>> block.numpy().tolist(), tf.sparse.to_dense(rest).numpy().tolist()
+        ([[1.0, 0.0], [0.0, 2.0]], [[3.0], [0.0]])
+    """
+    rows, width = x.dense_shape[0], x.dense_shape[1]
+    values = tf.cast(x.values, tf.float32)  # as sparse_matmul reads any input's values
+    op = None if in_portable_graphs() else leading_split()
+    if op is not None:
+        block, at, kept = op(indices=x.indices, values=values, dense_shape=x.dense_shape, n=int(n))
+        return block, tf.SparseTensor(at, kept, tf.stack([rows, width - n]))
+    x = tf.SparseTensor(x.indices, values, x.dense_shape)
+    lead = tf.sparse.slice(x, [0, 0], tf.stack([rows, tf.constant(n, tf.int64)]))
+    return tf.sparse.to_dense(lead), tf.sparse.slice(x, tf.constant([0, n], tf.int64), tf.stack([rows, width - n]))
+
+
 def leading_block(x: tf.SparseTensor, n: int) -> tf.Tensor:
-    """x's first n columns as a dense float32 [B, n] tensor (absent entries 0): the text embedding's columns, which
-    every row fills, cost a dense product less than the sparse road's gather and renumbering.
+    """x's first n columns as a dense float32 [B, n] tensor (`split_leading`'s block).
 
         >>> x = tf.sparse.from_dense(tf.constant([[1.0, 0.0, 3.0], [0.0, 2.0, 0.0]]))
         >>> leading_block(x, 2).numpy().tolist()
         [[1.0, 0.0], [0.0, 2.0]]
     """
-    block = tf.sparse.slice(x, [0, 0], tf.stack([x.dense_shape[0], tf.constant(n, tf.int64)]))
-    return tf.cast(tf.sparse.to_dense(block), tf.float32)  # as sparse_matmul reads any input's values
+    return split_leading(x, n)[0]
 
 
 def split_matmul(x: tf.SparseTensor, kernel: Any, n: int) -> tf.Tensor:
@@ -73,9 +96,8 @@ def split_matmul(x: tf.SparseTensor, kernel: Any, n: int) -> tf.Tensor:
         >>> split_matmul(x, kernel, 2).numpy().tolist()   # == x @ kernel
         [[301.0], [20.0]]
     """
-    width = x.dense_shape[1]
-    rest = tf.sparse.slice(x, tf.constant([0, n], tf.int64), tf.stack([x.dense_shape[0], width - n]))
-    lead = tf.matmul(leading_block(x, n), tf.gather(_kernel_tensor(kernel), tf.range(n)))
+    block, rest = split_leading(x, n)
+    lead = tf.matmul(block, tf.gather(_kernel_tensor(kernel), tf.range(n)))
     return lead + sparse_matmul(rest, kernel, offset=n)
 
 

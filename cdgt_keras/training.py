@@ -50,7 +50,8 @@ def fit_model(config: CDGTConfig, train: MultiLabelData, validation: MultiLabelD
     centroids = centroid_matrix(train.features, train.labels, config.centroid_features) \
         if config.centroid_features else None  # made once: for the model's shape and for settle
     label_rows = label_table(config, train.label_features, train.features, train.ids, train.label_names)
-    memory = MemoryShape.for_config(config, train.features, train.labels, label_rows, centroids)
+    memory = MemoryShape.for_config(config, train.features, train.labels, label_rows, centroids,
+                                    train.embedding_columns)
     setup = fit_setup(config, freq, train.num_features, train.num_examples, memory, train.embedding_columns)
     model, stop, steps, epochs = setup.model, setup.early_stopping, setup.steps, setup.epochs
     start = 0

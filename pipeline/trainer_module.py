@@ -219,10 +219,11 @@ def run_fn(fn_args: Any) -> None:
     strategy = training_strategy()  # MultiWorkerMirrored under TF_CONFIG, else Mirrored over local devices
     print(f"[cdgt trainer] {type(strategy).__name__}, {strategy.num_replicas_in_sync} replica(s); "
           f"checkpoints in {ckpt}", flush=True)
+    embedded = embedding_width(TextOptions.from_config(config)) if kind == "text" else 0
     with strategy.scope():
         setup = fit_setup(config, np.asarray(stats["freq"], np.float64), width, int(stats["num_train"]),
-                          MemoryShape.for_config(config, *remembered, label_x, centroids) if remembered else None,
-                          embedding_width(TextOptions.from_config(config)) if kind == "text" else 0)
+                          MemoryShape.for_config(config, *remembered, label_x, centroids, embedded)
+                          if remembered else None, embedded)
     model, early, steps, epochs = setup.model, setup.early_stopping, setup.steps, setup.epochs
     start = checkpoint.resume_epoch(model, ckpt, early, epochs, setup.averaging)
     if start:

@@ -390,7 +390,7 @@ def test_the_main_comparison_runs_the_text_preset_and_its_columns_on_text_sets_o
 def test_a_recommended_row_with_exactly_the_text_profile_is_the_text_preset():
     profile = ("alpha=1.0,logit_adjustment=2.0,logit_adjustment_prior=propensity,rerank_slack=0.003,"
                "tail_decisions=own,text_embedding=all-MiniLM-L6-v2,text_embedding_lead_tokens=32,wide=all,"
-               "wide_input=embedding,wide_learning_rate=0.02")
+               "wide_input=embedding,wide_learning_rate=0.02,encoder_hidden=384,min_steps_per_epoch=0")
     assert resolve(f"recommended[{profile}]").name == "recommended_text"
     assert resolve(f"recommended[{profile.replace('alpha=1.0', 'alpha=2.0')}]").name != "recommended_text"
     assert resolve("recommended_text[alpha=2.0]").name == "recommended_text[alpha=2.0]"

@@ -175,7 +175,8 @@ def test_default_preset_is_the_shipped_recommendation():
 
 def test_the_text_preset_is_the_shipped_one_with_the_embedding_profile():
     """`recommended_text` is `recommended` with exactly the measured text profile on top (bench/learner_notes.md,
-    rounds 55-59), and an error, not a silent model without its columns, on features that are not text."""
+    rounds 55-59; the smaller encoder and one-pass epochs, round 66), and an error, not a silent model without its
+    columns, on features that are not text."""
     from cdgt_keras.presets import TEXT_PRESET
 
     text, base = CDGTConfig.preset(TEXT_PRESET), CDGTConfig.preset("recommended")
@@ -183,7 +184,7 @@ def test_the_text_preset_is_the_shipped_one_with_the_embedding_profile():
     assert changed == {"alpha": 1.0, "logit_adjustment": 2.0, "logit_adjustment_prior": "propensity",
                        "rerank_slack": 0.003, "tail_decisions": "own", "text_embedding": "all-MiniLM-L6-v2",
                        "text_embedding_lead_tokens": 32, "wide": "all", "wide_input": "embedding",
-                       "wide_learning_rate": 0.02}
+                       "wide_learning_rate": 0.02, "encoder_hidden": [384], "min_steps_per_epoch": 0}
     from cdgt_keras.learning import wide_columns
 
     assert wide_columns(text, 768) == 768  # the embedding's two blocks of 384

@@ -150,3 +150,30 @@ def test_a_compiler_error_is_reported_and_switching_off_is_honoured(monkeypatch,
     monkeypatch.setenv("CDGT_FUSED_KERNELS", "0")
     assert kernels.lazy_adam_rows() is None
     assert kernels.kernel_status() == "TensorFlow ops (CDGT_FUSED_KERNELS=0)"
+
+
+def test_the_leading_split_gives_the_slices_values_and_names_a_bad_entry(monkeypatch) -> None:
+    """CdgtLeadingSplit against TensorFlow's slices and densification (the reference road): the same block, the
+    same rest entries in the same order, whatever rows lack some of the block's columns; an entry outside the
+    batch's shape is named."""
+    import cdgt_keras.sparse as sparse_module
+
+    op = built_kernel(kernels.leading_split)
+    rng = np.random.default_rng(4)
+    dense = rng.standard_normal((9, 14)).astype(np.float32) * (rng.random((9, 14)) < 0.6)
+    dense[2, :5] = 0.0  # a row without the block, another without anything
+    dense[6] = 0.0
+    x = tf.sparse.from_dense(dense)
+    monkeypatch.setattr(sparse_module, "leading_split", lambda: None)
+    want_block, want_rest = sparse_module.split_leading(x, 5)
+    monkeypatch.setattr(sparse_module, "leading_split", lambda: op)
+    block, rest = sparse_module.split_leading(x, 5)
+    np.testing.assert_array_equal(block.numpy(), dense[:, :5])
+    np.testing.assert_array_equal(block.numpy(), want_block.numpy())
+    for got, want in [(rest.indices, want_rest.indices), (rest.values, want_rest.values),
+                      (rest.dense_shape, want_rest.dense_shape)]:
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(tf.sparse.to_dense(rest).numpy(), dense[:, 5:])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"entry 1 at \[0, 14\] is outside"):
+        op(indices=tf.constant([[0, 1], [0, 14]], tf.int64), values=tf.constant([1.0, 2.0]),
+           dense_shape=tf.constant([2, 14], tf.int64), n=5)

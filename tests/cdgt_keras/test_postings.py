@@ -198,6 +198,34 @@ def test_capped_votes_are_partial_sums_of_the_exact_cosines_and_the_shape_counts
         NeighbourVotes(MemoryShape.of(x, y), num_labels=5, k=3).remember(postings.cap_lists(x, 1), y)
 
 
+@pytest.mark.parametrize("cap", [0, 4])
+def test_a_dense_block_of_leading_columns_votes_as_its_lists_did(cap: int) -> None:
+    """The leading columns (a text embedding's) kept as a dense block, capped as their lists were: the same
+    similarities (1e-6) and votes, with the lists holding the other columns only and the shape counting those."""
+    from cdgt_keras.neighbours import BLOCK_CHUNK_ROWS
+
+    rng = np.random.default_rng(7)
+    lead = rng.normal(size=(30, 5)).astype(np.float32)  # every row fills the block, negative values too
+    x = sp.hstack([sp.csr_matrix(lead), sp.random(30, 12, density=0.3, random_state=8, dtype=np.float32)]).tocsr()
+    y = sp.csr_matrix((rng.random((30, 4)) < 0.3).astype(np.float32))
+    lists, block = (NeighbourVotes(MemoryShape.of(x, y, list_cap=cap, dense_columns=n), num_labels=4, k=6)
+                    for n in (0, 5))
+    for layer in (lists, block):
+        layer.remember(x, y)
+    capped = 4 * 5 if cap else 30 * 5  # the block's columns: all 30 rows each, or the 4 largest
+    assert block.shape.features_nnz == lists.shape.features_nnz - capped and block.shape.dense_columns == 5
+    assert int(block.x_splits.numpy()[5]) == 0 and np.count_nonzero(block.x_block.numpy()) == capped
+    q = sp.hstack([sp.csr_matrix(rng.normal(size=(BLOCK_CHUNK_ROWS + 3, 5)).astype(np.float32)),
+                   sp.random(BLOCK_CHUNK_ROWS + 3, 12, density=0.4, random_state=9, dtype=np.float32)]).tocsr()
+    (want, want_ids), (got, got_ids) = ([t.numpy() for t in layer.nearest(to_sparse_tensor(q))]
+                                        for layer in (lists, block))
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_array_equal(got_ids, want_ids)
+    np.testing.assert_allclose(block(to_sparse_tensor(q)).numpy(), lists(to_sparse_tensor(q)).numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="dense_columns"):
+        MemoryShape.of(x, y, dense_columns=18)
+
+
 def test_settle_stores_capped_tables_and_an_uncapped_model_is_unchanged():
     import keras
 

@@ -1,6 +1,7 @@
 """`wide_input="embedding"` on text data: `cdgt train`'s road (pipeline.train.load_features, then fit_model)
 marks the text embedding's columns on every split and the wide parts read those alone; the TFX Trainer sizes the
-same cut from the config (pipeline/trainer_module.py), and the two agree."""
+same cut from the config (pipeline/trainer_module.py), and the two agree; the neighbour votes in the input's space
+keep those columns as a dense block."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_the_wide_parts_read_the_embedding_columns_of_built_text_data(tmp_path: 
     built = build_named("debtags", tmp_path / "cache", root=root)
     config = CDGTConfig(text_embedding=_tiny_checkpoint(str(tmp_path / "bert")), text_embedding_tokens=16,
                         text_min_df=1, wide="all", wide_input="embedding", n_players=2, encoder_hidden=(4,),
-                        head_hidden=(), epochs=1, batch_size=8)
+                        head_hidden=(), epochs=1, batch_size=8, neighbours=3)
     splits, featurizer = load_features(built, "debtags", config)
     assert featurizer.width == 8 + len(featurizer.text.vocabulary)  # the tiny checkpoint's 8 columns, then TF-IDF
     assert {name: split.embedding_columns for name, split in splits.items()} == {
@@ -33,5 +34,7 @@ def test_the_wide_parts_read_the_embedding_columns_of_built_text_data(tmp_path: 
     assert embedding_width(TextOptions.from_config(config)) == 8  # what the TFX Trainer cuts at
     model, _, _ = fit_model(config, splits["train"], splits["validation"])
     assert model.wide_columns == 8
+    assert model.neighbours.shape.dense_columns == 8  # the input-space votes keep the embedding as a dense block
+    assert model.neighbours.x_block.shape == (splits["train"].num_examples, 8)
     assert all(tuple(part.kernel.shape) == (8, labels.size)
                for part, labels in zip(model.wide, model.layout.player_labels))
