@@ -88,8 +88,7 @@ class MemoryShape:
                 int(sp.csr_matrix(label_features).count_nonzero())
         if not 0 <= dense_columns <= x.shape[1]:
             raise ValueError(f"dense_columns={dense_columns} is not in [0, {x.shape[1]}] (the features' columns)")
-        counts = postings.column_counts(x)[int(dense_columns):]  # the lists' entries: the block's columns have none
-        features_nnz = int(np.minimum(counts, list_cap).sum()) if list_cap else int(counts.sum())
+        features_nnz = postings.capped_nnz(x, list_cap, first=dense_columns)  # the block's columns have no lists
         return cls(int(x.shape[0]), int(x.shape[1]), features_nnz, int(y.count_nonzero()),
                    centroid_nnz=cents, label_text_nnz=texts, list_cap=int(list_cap), dense_columns=int(dense_columns))
 

@@ -102,13 +102,16 @@ def column_counts(matrix: Any) -> np.ndarray:
     return counts
 
 
-def capped_nnz(matrix: Any, cap: int) -> int:
-    """The entries `cap_lists(matrix, cap)` keeps: per column (feature), at most `cap` (0: no cap).
+def capped_nnz(matrix: Any, cap: int, first: int = 0) -> int:
+    """The entries `cap_lists(matrix, cap)` keeps in the columns from `first` on: per column (feature), at most
+    `cap` (0: no cap).
 
         >>> capped_nnz(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [5.0, 0.0]]), 2)   # column 0 keeps 2 of its 3
         3
+        >>> capped_nnz(sp.csr_matrix([[1.0, 2.0], [3.0, 0.0], [5.0, 0.0]]), 2, first=1)
+        1
     """
-    counts = column_counts(matrix)
+    counts = column_counts(matrix)[int(first):]
     return int(np.minimum(counts, int(cap)).sum()) if cap else int(counts.sum())
 
 
