@@ -83,7 +83,9 @@ def restore(model: keras.Model, directory: str, early_stopping: keras.callbacks.
         if state.get("best"):
             best_weights = _load_arrays(os.path.join(directory, state["best"]))
         # EarlyStopping.on_train_begin resets its progress; TrainingCheckpoint puts this back at the first epoch.
-        early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights)
+        first = es.get("first_rows")
+        early_stopping.cdgt_restored_state = (es["wait"], es["best"], es["best_epoch"], best_weights,
+                                              None if first is None else np.asarray(first, np.float64))
     if averaging is not None and state.get("averaged"):
         averaging.restore(state["averaged"], _load_arrays(os.path.join(directory, state["mean"])))
     return int(state["epoch"])
@@ -119,7 +121,9 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         es = self.early_stopping
         state = getattr(es, "cdgt_restored_state", None)
         if state is not None:  # after EarlyStopping.on_train_begin has reset it
-            es.wait, es.best, es.best_epoch, es.best_weights = state
+            es.wait, es.best, es.best_epoch, es.best_weights, first_rows = state
+            if hasattr(es, "first_rows"):  # cdgt_keras.stopping.EarlyStopping's test against the first epoch
+                es.first_rows = first_rows
             es.cdgt_restored_state = None
             self._best_written = es.best_epoch if es.best_weights is not None else None  # restored from that file
 
@@ -140,6 +144,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         if es is not None:
             best = None if es.best is None else float(es.best)
             state["early_stopping"] = {"wait": int(es.wait), "best": best, "best_epoch": int(es.best_epoch)}
+            if getattr(es, "first_rows", None) is not None:
+                state["early_stopping"]["first_rows"] = es.first_rows.tolist()
             if es.best_weights is not None:
                 state["best"] = f"best_epoch{es.best_epoch + 1}.npz"
                 if es.best_epoch != self._best_written:  # else that file is already there

@@ -135,6 +135,7 @@ class RankingMonitor(keras.callbacks.Callback):
         self.validation, self.labels, self.config = validation, validation.labels, config
         self.props = M.propensities(train_counts, num_train, config.psp_a, config.psp_b)
         self._scorer: tuple[Any, Any] | None = None  # (the model, its traced fused answer: inputs.batch_scorer)
+        self.rows: np.ndarray | None = None  # the last epoch's per-example stopping metric (stopping_rows)
 
     def top_k(self) -> tuple[np.ndarray, np.ndarray]:
         """The validation split's top 5 labels and scores per example by the players' fused answer
@@ -167,7 +168,18 @@ class RankingMonitor(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if logs is None:
             return
-        logs.update({f"val_{k}": v for k, v in self.values(self.top_k()).items()})
+        top = self.top_k()
+        logs.update({f"val_{k}": v for k, v in self.values(top).items()})
+        self.rows = stopping_rows(self.labels, top, self.config, self.props)
+
+
+def stopping_rows(labels: Any, scores: Any, config: CDGTConfig, props: np.ndarray) -> np.ndarray | None:
+    """The per-example values of validation's `early_stopping_metric` (their mean is the metric), when early
+    stopping tests them against the first epoch's (early_stopping_min_z > 0); else None. Every validation monitor
+    (RankingMonitor here, the TFX Trainer's report) keeps them as its `rows`."""
+    if config.early_stopping_min_z <= 0 or config.early_stopping_metric == "payoff":
+        return None
+    return M.ranking_rows(labels, scores, config.early_stopping_metric, props)
 
 
 class NonFiniteLoss(ValueError):
@@ -193,14 +205,16 @@ class StopOnNonFiniteLoss(keras.callbacks.Callback):
 
 def early_stopping(config: CDGTConfig) -> keras.callbacks.EarlyStopping | None:
     """Stop when val_<early_stopping_metric> has not improved for `early_stopping_patience` epochs; keep the best
-    weights (copied on the device: stopping.py). None when patience is 0. The payoff (not the loss -Phi): the
+    weights (copied on the device: stopping.py), a later epoch's only when it beats the first by
+    `early_stopping_min_z` paired standard errors. None when patience is 0. The payoff (not the loss -Phi): the
     literal KL reward can raise Phi while predictions get worse."""
     from cdgt_keras.stopping import EarlyStopping
 
     if config.early_stopping_patience <= 0:
         return None
     return EarlyStopping(monitor=f"val_{config.early_stopping_metric}", mode="max",
-                         patience=config.early_stopping_patience, restore_best_weights=True)
+                         patience=config.early_stopping_patience, restore_best_weights=True,
+                         min_z=config.early_stopping_min_z)
 
 
 def wide_columns(config: CDGTConfig, embedding_columns: int) -> int:
@@ -239,6 +253,11 @@ class FitSetup:
         early stopping reads, early stopping, the averaging puts the training weights back, then `after` (the
         checkpoint after early stopping, whose progress it saves; then what reports the epoch)."""
         stop = [self.early_stopping] if self.early_stopping is not None else []
+        if getattr(self.early_stopping, "min_z", 0.0) > 0:  # its test reads a monitor's rows
+            source = next((m for m in monitors if hasattr(m, "rows")), None)
+            if source is None:
+                raise ValueError("early_stopping_min_z > 0: no validation monitor keeps per-example rows")
+            self.early_stopping.rows = lambda: source.rows
         swap_in, swap_out = self.averaging.callbacks() if self.averaging is not None else (None, None)
         return [StopOnNonFiniteLoss(), StepSchedule(config, self.steps * self.epochs),
                 *([swap_in] if swap_in else []), *monitors, *stop, *([swap_out] if swap_out else []), *after]

@@ -121,11 +121,16 @@ def ndcg_at_k(y_true: Matrix, scores: Scores, k: int) -> float:
     truth = _as_csr(y_true)
     if truth.shape[0] == 0:
         return 0.0
+    return float(_ndcg_rows(truth, scores, k).mean())
+
+
+def _ndcg_rows(truth: sp.csr_matrix, scores: Scores, k: int) -> np.ndarray:
+    """Each example's nDCG@k (0 without positives)."""
     hits = _hits(truth, _topk(scores, k, truth.shape[1]))
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     dcg = hits @ discount[: hits.shape[1]]
     ideal = np.concatenate([[0.0], np.cumsum(discount)])[np.minimum(np.diff(truth.indptr), k)]
-    return float(np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0).mean())
+    return np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0)
 
 
 def propensities(train_counts: np.ndarray, num_train: int, a: float = 0.55, b: float = 1.5) -> np.ndarray:
@@ -145,6 +150,29 @@ def psp_at_k(y_true: Matrix, scores: Scores, k: int, propensities: np.ndarray) -
     gained = float((_hits(truth, top) * inv[np.maximum(top, 0)]).sum())
     best = float(best_psp_per_row(truth, inv, k).sum())
     return gained / best if best > 0 else 0.0
+
+
+def ranking_rows(y_true: Matrix, scores: Scores, name: str, propensities: np.ndarray | None = None) -> np.ndarray:
+    """Each example's share of ranking metric `name` (p_at_k, psp_at_k or ndcg_at_k, k a digit): a float64 [n]
+    whose mean is the metric, as the functions above compute it (PSP@k's one normaliser over the whole set spread
+    evenly). What a paired test of two rankings of the same examples reads (cdgt_keras.stopping.paired_z).
+
+        >>> ranking_rows(np.array([[0, 1, 1], [1, 0, 0]]), np.array([[0.9, 0.8, 0.1], [0.1, 0.2, 0.3]]), "p_at_2")
+        array([0.5, 0. ])
+    """
+    truth, k = _as_csr(y_true), int(name[-1])
+    if name.startswith("ndcg"):
+        return _ndcg_rows(truth, scores, k)
+    top = _topk(scores, k, truth.shape[1])
+    hits = _hits(truth, top).astype(np.float64)
+    if name.startswith("p_at"):
+        return hits.sum(axis=1) / k
+    if not name.startswith("psp") or propensities is None:
+        raise ValueError(f"ranking_rows: {name!r} is not p_at_k, psp_at_k or ndcg_at_k (psp_at_k needs propensities)")
+    inv = 1.0 / np.asarray(propensities, dtype=np.float64)
+    best = float(best_psp_per_row(truth, inv, k).sum())
+    gained = (hits * inv[np.maximum(top, 0)]).sum(axis=1)
+    return gained * truth.shape[0] / best if best > 0 else np.zeros(truth.shape[0])
 
 
 def best_psp_per_row(truth: sp.csr_matrix, inv_propensity: np.ndarray, k: int) -> np.ndarray:

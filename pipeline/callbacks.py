@@ -33,6 +33,7 @@ import tensorflow as tf
 from cdgt.pipeline.plots import frequency_curve, pyplot
 from cdgt_keras import metrics as M
 from cdgt_keras.config import CDGTConfig
+from cdgt_keras.learning import stopping_rows
 from cdgt_keras.thresholds import apply_thresholds, tuned_thresholds
 
 TOP_K = (1, 3, 5)
@@ -140,6 +141,7 @@ class ValidationReport(keras.callbacks.Callback):
         self.counts = np.asarray(stats["counts"], np.int64)
         self.props = np.asarray(stats["propensities"], np.float64)
         self.thresholds: np.ndarray | None = None
+        self.rows: np.ndarray | None = None  # the last epoch's per-example stopping metric (stopping_rows)
 
     def scores(self) -> np.ndarray:
         return np.asarray(self.model.predict(self.features, verbose=0))
@@ -154,6 +156,7 @@ class ValidationReport(keras.callbacks.Callback):
             values[f"p_at_{k}"] = M.precision_at_k(self.labels, probs, k)
             values[f"psp_at_{k}"] = M.psp_at_k(self.labels, probs, k, self.props)
             values[f"ndcg_at_{k}"] = M.ndcg_at_k(self.labels, probs, k)
+        self.rows = stopping_rows(self.labels, probs, self.config, self.props)
         if logs is not None:
             logs.update({f"val_{k}": float(v) for k, v in values.items()})
 

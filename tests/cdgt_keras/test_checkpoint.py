@@ -77,8 +77,8 @@ def test_no_checkpoint_before_the_interval_and_a_restore_gives_back_what_was_wri
     stop = EarlyStopping(monitor="val_score", mode="max", patience=10, restore_best_weights=True)
     assert checkpoint.restore(fresh, str(tmp_path / "run"), stop) == 6
     np.testing.assert_array_equal(fresh.get_weights()[0], np.full((2, 1), 6, "float32"))  # after epoch 6
-    wait, best, best_epoch, best_weights = stop.cdgt_restored_state
-    assert (best, best_epoch, wait) == (0.6, 3, 2)
+    wait, best, best_epoch, best_weights, first_rows = stop.cdgt_restored_state
+    assert (best, best_epoch, wait, first_rows) == (0.6, 3, 2, None)  # no test against the first epoch here
     np.testing.assert_array_equal(best_weights[0], np.full((2, 1), 4, "float32"))  # epoch 4's
 
 
@@ -86,3 +86,27 @@ def test_no_checkpoint_before_the_interval_and_a_restore_gives_back_what_was_wri
 def test_an_interval_that_is_not_a_finite_number_of_seconds_is_refused(every):
     with pytest.raises(ValueError, match="checkpoint every"):
         cadence.Cadence(every)
+
+
+def test_the_first_epochs_rows_of_early_stoppings_test_are_written_and_put_back(tmp_path):
+    """Under early_stopping_min_z the first epoch's per-example rows are part of the training state: a resumed run
+    tests its later epochs against the same rows as an uninterrupted one."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False)])
+    model.stop_training = False  # as model.fit sets it
+    stop = EarlyStopping(monitor="val_score", mode="max", patience=10, restore_best_weights=True, min_z=2.0)
+    first = np.array([0.0, 0.2, 0.4, 1.0 / 3.0])
+    stop.rows = lambda: first
+    saving = checkpoint.TrainingCheckpoint(str(tmp_path), stop, every_seconds=0.0)
+    for callback in (stop, saving):
+        callback.set_model(model)
+    stop.on_train_begin()
+    stop.on_epoch_end(0, {"val_score": 0.5})
+    saving.on_epoch_end(0)
+    fresh = EarlyStopping(monitor="val_score", mode="max", patience=10, restore_best_weights=True, min_z=2.0)
+    assert checkpoint.restore(model, str(tmp_path), fresh) == 1
+    fresh.set_model(model)
+    fresh.on_train_begin()  # resets the state; the checkpoint's first epoch puts it back
+    saving = checkpoint.TrainingCheckpoint(str(tmp_path / "again"), fresh)
+    saving.on_epoch_begin(1)
+    np.testing.assert_array_equal(fresh.first_rows, first)  # to the bit (JSON keeps a float64's repr)
+    assert (fresh.best, fresh.best_epoch) == (0.5, 0)

@@ -156,3 +156,33 @@ def test_early_stopping_on_the_payoff_needs_the_validation_objective():
         CDGTConfig(validation_objective=False)  # early_stopping_metric="payoff"
     CDGTConfig(validation_objective=False, early_stopping_patience=0)  # no early stopping: nothing reads it
     CDGTConfig(validation_objective=False, early_stopping_metric="psp_at_5")
+
+
+@pytest.mark.parametrize("min_z, kept", [(0.0, "best"), (1e6, "first")])
+def test_early_stopping_min_z_keeps_the_first_epoch_unless_a_later_one_beats_it_by_that_many_errors(min_z, kept):
+    """Through fit_model, the ranking monitor's rows reach early stopping's test: with min_z = 0 the weights kept
+    are the best epoch's (the model ranks validation as that epoch did), with an unreachable min_z the first's."""
+    import scipy.sparse as sp
+
+    from cdgt_keras import metrics as M
+    from cdgt_keras.data import MultiLabelData
+    from cdgt_keras.training import fit_model
+
+    x, y = _data(n=96)
+    data = MultiLabelData(x, sp.csr_matrix(y.astype(np.uint8)), [str(i) for i in range(y.shape[1])])
+    config = CDGTConfig(n_players=2, encoder_hidden=(8,), head_hidden=(), batch_size=16, epochs=4, dropout=0.0,
+                        learning_rate=0.02, early_stopping_metric="p_at_1", early_stopping_patience=4,
+                        validation_objective=False, early_stopping_min_z=min_z)
+    model, history, _ = fit_model(config, data, data)
+    curve = history.history["val_p_at_1"]
+    assert max(curve) > curve[0]  # a later epoch is better: the two settings keep different weights
+    now = M.precision_at_k(y, np.asarray(model.fused_probs(x)), 1)
+    assert now == pytest.approx(max(curve) if kept == "best" else curve[0], abs=1e-9)
+
+
+def test_early_stopping_min_z_needs_a_ranking_metric():
+    with pytest.raises(ValueError, match="early_stopping_min_z"):
+        CDGTConfig(early_stopping_min_z=2.0)  # early_stopping_metric="payoff"
+    with pytest.raises(ValueError, match="early_stopping_min_z"):
+        CDGTConfig(early_stopping_metric="p_at_5", early_stopping_min_z=-1.0)
+    assert early_stopping(CDGTConfig(early_stopping_metric="p_at_5", early_stopping_min_z=2.0)).min_z == 2.0

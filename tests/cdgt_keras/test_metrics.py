@@ -284,3 +284,33 @@ def test_player_subset_f1_counts_only_the_players_labels_in_the_subset():
     assert (n_labels, positives) == (2, 4)
     assert f1 == pytest.approx(f1_score(truth.toarray()[:, [1, 2]], probs[:, :2] > 0.5, average="micro"))
     assert m.player_subset_f1(probs, labels, truth, thresholds, subset=np.array([0])) == (0, 0, None)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["p_at_1", "p_at_3", "p_at_5", "psp_at_1", "psp_at_5", "ndcg_at_5"])
+def test_ranking_rows_average_to_the_metric_on_dense_and_top_k_scores(seed: int, name: str) -> None:
+    y, scores, _ = _random_case(seed)
+    props = m.propensities(y.sum(0) + 1, y.shape[0])
+    k = int(name[-1])
+    whole = {"p": lambda s: m.precision_at_k(y, s, k), "psp": lambda s: m.psp_at_k(y, s, k, props),
+             "ndcg": lambda s: m.ndcg_at_k(y, s, k)}[name.split("_")[0]]
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    for given_scores in (scores, (order, np.take_along_axis(scores, order, axis=1))):
+        rows = m.ranking_rows(y, given_scores, name, props)
+        assert rows.shape == (y.shape[0],)
+        assert rows.mean() == pytest.approx(whole(given_scores), abs=1e-12)
+
+
+def test_ranking_rows_hand_values() -> None:
+    y = np.array([[0, 1, 1], [1, 0, 0]])
+    scores = np.array([[0.9, 0.8, 0.1], [0.1, 0.2, 0.3]])
+    np.testing.assert_allclose(m.ranking_rows(y, scores, "p_at_2"), [0.5, 0.0])
+    # nDCG@2: row 0 hits at rank 2 (1 / log2 3) over the ideal 1 + 1 / log2 3; row 1 no hit
+    np.testing.assert_allclose(m.ranking_rows(y, scores, "ndcg_at_2"),
+                               [(1 / math.log2(3)) / (1 + 1 / math.log2(3)), 0.0])
+    # PSP@2 with 1/p = (2, 4, 8): row 0 gains 4 of its best 12, row 1 0 of its best 2; the set's 4 / 14, spread
+    # over 2 rows
+    np.testing.assert_allclose(m.ranking_rows(y, scores, "psp_at_2", np.array([0.5, 0.25, 0.125])),
+                               [4 * 2 / 14, 0.0])
+    with pytest.raises(ValueError, match="needs propensities"):
+        m.ranking_rows(y, scores, "psp_at_2")

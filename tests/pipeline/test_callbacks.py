@@ -36,15 +36,20 @@ def _tags(run_dir: Path) -> dict[str, set[str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def log_dir(tmp_path_factory) -> Path:
-    config = CDGTConfig(n_players=3, epochs=2, encoder_hidden=(16,), head_hidden=8, batch_size=64, seed=0)
-    splits = synthetic_splits(600, seed=0)
+def _setup(config: CDGTConfig, rows: int, seed: int) -> tuple:
+    """Synthetic splits, the Trainer's label statistics of their training split, and an untrained model."""
+    splits = synthetic_splits(rows, seed=seed)
     train, val = splits["train"], splits["validation"]
     counts, freq = label_frequencies(train.labels, train.num_labels)
     head, tail = head_tail_split(freq, config.head_fraction, config.tail_fraction)
     stats = {"head": head, "tail": tail, "counts": counts, "propensities": propensities(counts, train.num_examples)}
-    model = build_trainable(config, freq)
+    return train, val, counts, stats, build_trainable(config, freq)
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory) -> Path:
+    config = CDGTConfig(n_players=3, epochs=2, encoder_hidden=(16,), head_hidden=8, batch_size=64, seed=0)
+    train, val, _, stats, model = _setup(config, 600, 0)
     val_x = tf.data.Dataset.from_tensor_slices(val.features.astype(np.float32)).batch(64)
     run = tmp_path_factory.mktemp("model_run") / "7"
     report = ValidationReport(val_x, val.labels, stats, config)
@@ -100,3 +105,22 @@ def test_an_empty_player_panel_says_why():
     assert texts.count("no tail labels") == 2 and texts.count("no head labels") == 2
     assert "20 tail labels, no positive in validation" in texts
     assert empty_reason(20, 50, "head") is None
+
+
+def test_the_trainers_report_keeps_the_same_per_example_rows_for_early_stopping_as_cdgt_train():
+    """Under early_stopping_min_z the TFX Trainer's report and `cdgt train`'s ranking monitor hand early stopping
+    the same per-example rows of the same model: both roads test an epoch against the first alike."""
+    from cdgt_keras.learning import RankingMonitor
+
+    config = CDGTConfig(n_players=2, encoder_hidden=(16,), head_hidden=(), batch_size=64, seed=0,
+                        early_stopping_metric="psp_at_5", early_stopping_min_z=2.0)
+    train, val, counts, stats, model = _setup(config, 400, 1)
+    model.build((None, train.num_features))
+    report = ValidationReport(tf.data.Dataset.from_tensor_slices(val.features.astype(np.float32)).batch(64),
+                              val.labels, stats, config)
+    monitor = RankingMonitor(val, counts, train.num_examples, config)
+    for callback in (report, monitor):
+        callback.set_model(model)
+        callback.on_epoch_end(0, {})
+    assert report.rows is not None and report.rows.shape == (val.num_examples,) and report.rows.any()
+    np.testing.assert_allclose(report.rows, monitor.rows, rtol=0, atol=1e-9)
