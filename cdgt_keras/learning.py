@@ -177,7 +177,7 @@ def stopping_rows(labels: Any, scores: Any, config: CDGTConfig, props: np.ndarra
     """The per-example values of validation's `early_stopping_metric` (their mean is the metric), when early
     stopping tests them against the first epoch's (early_stopping_min_z > 0); else None. Every validation monitor
     (RankingMonitor here, the TFX Trainer's report) keeps them as its `rows`."""
-    if config.early_stopping_min_z <= 0 or config.early_stopping_metric == "payoff":
+    if config.early_stopping_min_z <= 0:  # the config refuses it with the payoff as the metric
         return None
     return M.ranking_rows(labels, scores, config.early_stopping_metric, props)
 
