@@ -246,7 +246,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         "Rare-focused (-R) variants", "30 % / 50 % of the rarest labels' training positives removed",
         ("corel5k", "corel5k-R30", "corel5k-R50", "bibtex", "bibtex-R30", "bibtex-R50",
          "debtags", "debtags-R30", "debtags-R50"),
-        (_before_r32("recommended"), "cdgt", "bce", "single_predictor", "no_curiosity", "rarity_bce", *PEERS)),
+        ("recommended", "cdgt", "bce", "single_predictor", "no_curiosity", "rarity_bce", *PEERS)),
     "specialisation": Experiment("Player specialisation", "each player's F1 on its head and tail labels",
                                  SMALL, ("cdgt", "cdgt[correctness=positives,rarity=inverse_sqrt]")),
     "disagreement": Experiment("Disagreement and the potential over training", "kl_head, kl_tail, Phi per epoch",

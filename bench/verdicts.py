@@ -169,8 +169,8 @@ def claim_disagreement(results: list[dict[str, Any]]) -> Verdict:
     flags, parts = [], []
     for d in sorted({r["dataset"]["name"] for r in results if r["method"].get("row") == "cdgt"}):
         runs = [r for r in runs_of(results, d, "cdgt") if r.get("history", {}).get("kl_tail")]
-        if not runs or not any(r["history"]["kl_head"] + r["history"]["kl_tail"] for r in runs):
-            continue  # no overlap labels (rho · L / N < 2): nothing to disagree on
+        if not any(any(r["history"]["kl_head"]) or any(r["history"]["kl_tail"]) for r in runs):
+            continue  # no overlap labels (rho · L / N < 2): every KL is 0, nothing to disagree on
         head = np.mean([np.mean(r["history"]["kl_head"]) for r in runs])
         tail = np.mean([np.mean(r["history"]["kl_tail"]) for r in runs])
         first = np.mean([r["history"]["kl_tail"][0] for r in runs])

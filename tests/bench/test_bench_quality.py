@@ -14,7 +14,7 @@ from cdgt.bench.aggregate import aggregate
 from cdgt.bench.methods import PEERS, resolve, split_names
 from cdgt.bench.report import write_report
 from cdgt.bench.runner import load_results, write_json
-from cdgt.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, verdict_text
+from cdgt.bench.verdicts import all_verdicts, claim_alpha, claim_beats_baselines, claim_disagreement, verdict_text
 from cdgt_keras.config import CDGTConfig
 
 METRICS = ("micro_f1", "macro_f1", "rare_f1", "map", "p_at_1", "p_at_3", "p_at_5", "ndcg_at_1", "ndcg_at_3",
@@ -88,6 +88,21 @@ def test_alpha_claim_reads_the_argmax():
     scores[("c", "cdgt[alpha=1.0]")] = [0.9]
     v = claim_alpha(table_of(scores, "rare_f1"))
     assert v.verdict.startswith("does not hold") and "best alpha 1.0" in v.ours
+
+
+def test_disagreement_claim_leaves_out_data_without_overlap_labels():
+    def run(dataset: str, head: list[float], tail: list[float]) -> dict:
+        result = fake_result(dataset, "cdgt", 0)
+        result["history"] = {"kl_head": head, "kl_tail": tail}
+        return result
+
+    # yeast's players share no label (every KL 0): nothing to disagree on, so it is not counted either way.
+    v = claim_disagreement([run("yeast", [0.0, 0.0], [0.0, 0.0]), run("coco", [0.2, 0.1], [0.5, 0.3])])
+    assert v.verdict == "holds" and "yeast" not in v.ours
+    assert "coco: KL tail 0.400 vs head 0.150; tail first 0.500 -> last 0.300" in v.ours
+    v = claim_disagreement([run("coco", [0.2, 0.1], [0.1, 0.3])])  # the tail's KL rises: the claim fails
+    assert v.verdict == "does not hold (holds on 0 of 1)"
+    assert claim_disagreement([run("yeast", [0.0], [0.0])]).verdict == "not measured"
 
 
 def test_every_claim_has_a_verdict_without_results():
