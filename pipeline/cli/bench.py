@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from cdgt.pipeline.cli.options import add_config_arguments, config_from_args
@@ -302,6 +304,29 @@ def plan(args: argparse.Namespace) -> list:
     return specs
 
 
+def failure_status(err: BaseException) -> str:
+    """A failed run's one-line status: the error's type and message and, when the message is empty (some libraries
+    raise bare error codes), the file, line and function that raised it. A run in its own process sends its
+    traceback as the text of the error's cause (multiprocessing's RemoteTraceback); a local error carries its own.
+
+    Example:
+        >>> failure_status(ValueError("unknown data set 'x'"))
+        "FAILED (ValueError: unknown data set 'x')"
+        >>> failure_status(KeyError())
+        'FAILED (KeyError: raised with no message)'
+    """
+    kind = type(err).__name__ if type(err).__module__ == "builtins" else f"{type(err).__module__}.{type(err).__name__}"
+    if str(err):
+        return f"FAILED ({kind}: {err})"
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', str(err.__cause__ or ""))
+    if not frames and err.__traceback__ is not None:
+        frames = [(f.filename, str(f.lineno), f.name) for f in traceback.extract_tb(err.__traceback__)]
+    if not frames:
+        return f"FAILED ({kind}: raised with no message)"
+    path, line, function = frames[-1]
+    return f"FAILED ({kind}, with no message, at {'/'.join(Path(path).parts[-2:])}:{line} in {function})"
+
+
 def run(args: argparse.Namespace) -> int:
     output = args.output or Path("runs/bench-quick" if args.profile == "quick" else "bench")
     results = output / "results"
@@ -320,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
                 status = run_one(spec, results, cache_dir=args.cache_dir, force=args.force)
             except Exception as err:  # one failed run must not stop a benchmark of hours; it is reported
                 failed += 1
-                status = f"FAILED ({type(err).__name__}: {err})"
+                status = failure_status(err)
             print(f"{head}: {status}" + (f" in {time.perf_counter() - started:.1f} s" if status == "done" else ""),
                   flush=True)
         if args.dry_run:

@@ -280,6 +280,35 @@ def test_a_run_in_its_own_process_raises_its_error_here(tmp_path, data_dir, monk
     assert not list((tmp_path / "results").glob("*.json"))  # a failed run leaves no result
 
 
+
+def test_a_failed_run_names_where_an_error_with_no_message_was_raised():
+    """LibMultiLabel's tree raises graphblas' bare InvalidValue on some seeds of corel5k; the status line must say
+    where, not "FAILED (InvalidValue: )". The error is sent as a spawned run sends it (multiprocessing's pool)."""
+    from multiprocessing.pool import ExceptionWithTraceback
+
+    from cdgt.pipeline.cli.bench import failure_status
+
+    class InvalidValue(Exception):
+        pass
+
+    def export_centroids() -> None:
+        raise InvalidValue()
+
+    with pytest.raises(InvalidValue) as raised:
+        export_centroids()
+    local = raised.value
+    with pytest.raises(InvalidValue) as sent:
+        export_centroids()
+    rebuild, args = ExceptionWithTraceback(sent.value, sent.value.__traceback__).__reduce__()
+    received = rebuild(*args)  # what the parent process raises: the child's traceback as its cause's text
+    received.__traceback__ = None  # the parent's own traceback ends in the pool, not where the error was raised
+    assert type(received.__cause__).__name__ == "RemoteTraceback"
+    status = failure_status(received)
+    assert re.fullmatch(r"FAILED \(\S+InvalidValue, with no message, at bench/test_bench_quality\.py:\d+ in "
+                        r"export_centroids\)", status), status
+    assert failure_status(local) == status
+    assert failure_status(ValueError("unknown data set 'x'")) == "FAILED (ValueError: unknown data set 'x')"
+
 def test_a_terminated_bench_ends_its_spawned_run_too(tmp_path):
     """SIGTERM to the process waiting on a spawned run (run_isolated's wait) ends the run's process as well."""
     import os
