@@ -318,9 +318,8 @@ def failure_status(err: BaseException) -> str:
     kind = type(err).__name__ if type(err).__module__ == "builtins" else f"{type(err).__module__}.{type(err).__name__}"
     if str(err):
         return f"FAILED ({kind}: {err})"
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', str(err.__cause__ or ""))
-    if not frames and err.__traceback__ is not None:
-        frames = [(f.filename, str(f.lineno), f.name) for f in traceback.extract_tb(err.__traceback__)]
+    where = str(err.__cause__ or "") or "".join(traceback.format_tb(err.__traceback__))
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', where)
     if not frames:
         return f"FAILED ({kind}: raised with no message)"
     path, line, function = frames[-1]

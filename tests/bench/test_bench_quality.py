@@ -280,7 +280,6 @@ def test_a_run_in_its_own_process_raises_its_error_here(tmp_path, data_dir, monk
     assert not list((tmp_path / "results").glob("*.json"))  # a failed run leaves no result
 
 
-
 def test_a_failed_run_names_where_an_error_with_no_message_was_raised():
     """LibMultiLabel's tree raises graphblas' bare InvalidValue on some seeds of corel5k; the status line must say
     where, not "FAILED (InvalidValue: )". The error is sent as a spawned run sends it (multiprocessing's pool)."""
@@ -308,6 +307,7 @@ def test_a_failed_run_names_where_an_error_with_no_message_was_raised():
                         r"export_centroids\)", status), status
     assert failure_status(local) == status
     assert failure_status(ValueError("unknown data set 'x'")) == "FAILED (ValueError: unknown data set 'x')"
+
 
 def test_a_terminated_bench_ends_its_spawned_run_too(tmp_path):
     """SIGTERM to the process waiting on a spawned run (run_isolated's wait) ends the run's process as well."""
